@@ -1,0 +1,59 @@
+# postgrescopy: `make run` and `make test` are the two set-up commands.
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/.bin
+OCB_VERSION := v0.165.0
+TELEMETRYGEN_VERSION := v0.161.0
+OCB := $(BIN)/builder
+TELEMETRYGEN := $(BIN)/telemetrygen
+COLLECTOR := $(CURDIR)/_build/otelcol-postgrescopy
+GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*') $(shell find . -name '*.sql' -not -path './_build/*') go.mod go.sum
+
+export POSTGRESCOPY_TEST_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+export POSTGRESCOPY_COLLECTOR := $(COLLECTOR)
+export POSTGRESCOPY_TELEMETRYGEN := $(TELEMETRYGEN)
+
+.PHONY: all tools build run test unit lint services clean
+
+all: build
+
+$(OCB):
+	GOBIN=$(BIN) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+
+$(TELEMETRYGEN):
+	GOBIN=$(BIN) $(GO) install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@$(TELEMETRYGEN_VERSION)
+
+tools: $(OCB) $(TELEMETRYGEN)
+
+# The distribution: ocb generates _build/ and compiles it.
+$(COLLECTOR): $(OCB) builder-config.yaml $(GO_SOURCES)
+	$(OCB) --config builder-config.yaml
+
+build: $(COLLECTOR)
+
+services:
+	@scripts/services.sh
+
+run: build services
+	@echo
+	@echo "otelcol-postgrescopy: OTLP gRPC on 127.0.0.1:4317, HTTP on 127.0.0.1:4318, writing to schema otel."
+	@echo "  send:  $(TELEMETRYGEN) traces --otlp-insecure --otlp-endpoint 127.0.0.1:4317 --traces 100"
+	@echo "  query: psql -h 127.0.0.1 -U postgres -c 'SELECT service_name, span_name, duration_ns FROM otel.spans ORDER BY start_time DESC LIMIT 10'"
+	@echo
+	$(COLLECTOR) --config config.yaml
+
+# Unit, integration (real PostgreSQL) and end-to-end (built collector driven
+# by telemetrygen) tests.
+test: services build $(TELEMETRYGEN) lint
+	$(GO) test -count=1 -timeout 20m ./...
+
+unit:
+	$(GO) test -count=1 -short ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_build/*')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf _build

@@ -1,0 +1,256 @@
+package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+// startAttempt bounds the first connection attempt made inside Start, so that
+// an unreachable server delays the collector's start only briefly.
+const startAttempt = 10 * time.Second
+
+// client owns what the traces, metrics and logs exporters of one
+// configuration share: the pool, the schema readiness and the telemetry.
+type client struct {
+	cfg    *Config
+	logger *zap.Logger
+	tel    *metadata.TelemetryBuilder
+	target string // user@host:port/db, never the password
+
+	pool   *pgxpool.Pool
+	writer *pgwrite.Writer
+	ready  atomic.Bool
+	// waitErr is the last reason the client is not ready, for push errors.
+	waitErr atomic.Pointer[error]
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {
+	tel, err := metadata.NewTelemetryBuilder(set)
+	if err != nil {
+		return nil, err
+	}
+	return &client{cfg: cfg, logger: set.Logger, tel: tel}, nil
+}
+
+func (c *client) poolConfig(ctx context.Context) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(string(c.cfg.Endpoint))
+	if err != nil {
+		return nil, fmt.Errorf(`"endpoint": %w`, err)
+	}
+	cc := pc.ConnConfig
+	if c.cfg.Password != "" {
+		cc.Password = string(c.cfg.Password)
+	}
+	if c.cfg.TLS.HasValue() {
+		tlsCfg, err := c.cfg.TLS.Get().LoadTLSConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf(`"tls": %w`, err)
+		}
+		if tlsCfg != nil && tlsCfg.ServerName == "" {
+			tlsCfg.ServerName = cc.Host
+		}
+		// The tls section decides alone: no plaintext or sslmode fallbacks.
+		cc.TLSConfig = tlsCfg
+		cc.Fallbacks = nil
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "postgrescopy"
+	}
+	pc.MaxConns = c.cfg.MaxConns
+	if pc.MaxConns == 0 {
+		pc.MaxConns = 4
+		if q := c.cfg.QueueConfig; q.HasValue() && int32(q.Get().NumConsumers)*3 > pc.MaxConns {
+			pc.MaxConns = int32(q.Get().NumConsumers) * 3
+		}
+	}
+	c.target = fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
+	return pc, nil
+}
+
+// start connects and prepares the schema. A server that cannot be reached is
+// waited for in the background; wrong credentials, a missing database or a
+// schema newer than this binary fail the start with the fix in the message.
+func (c *client) start(ctx context.Context) error {
+	pc, err := c.poolConfig(ctx)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return fmt.Errorf("create pool for %s: %w", c.target, err)
+	}
+	c.pool = pool
+	c.writer = pgwrite.NewWriter(pool, c.cfg.Schema)
+
+	attemptCtx, cancel := context.WithTimeout(ctx, startAttempt)
+	err = c.prepare(attemptCtx)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	if fatal(err) {
+		pool.Close()
+		return c.explain(err)
+	}
+	c.setWaiting(err)
+	c.logger.Warn("PostgreSQL is not reachable yet; waiting for it in the background, batches are held by the queue meanwhile",
+		zap.String("target", c.target), zap.Error(err))
+	bg, stop := context.WithCancel(context.Background())
+	c.cancel = stop
+	c.wg.Add(1)
+	go c.waitReady(bg)
+	return nil
+}
+
+func fatal(err error) bool {
+	return errors.Is(err, schema.ErrNewerSchema) || errors.Is(err, errMissing) ||
+		pgwrite.Classify(err) == pgwrite.Config
+}
+
+func (c *client) explain(err error) error {
+	if hint := pgwrite.Hint(err); hint != "" {
+		return fmt.Errorf("postgrescopy: %s: %w (%s)", c.target, err, hint)
+	}
+	return fmt.Errorf("postgrescopy: %s: %w", c.target, err)
+}
+
+func (c *client) setWaiting(err error) { c.waitErr.Store(&err) }
+
+// waitReady retries prepare with backoff until it succeeds or shutdown, and
+// logs only when the reason changes.
+func (c *client) waitReady(ctx context.Context) {
+	defer c.wg.Done()
+	delay := time.Second
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, startAttempt)
+		err := c.prepare(attemptCtx)
+		cancel()
+		if err == nil {
+			c.logger.Info("PostgreSQL is reachable; writing", zap.String("target", c.target))
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.setWaiting(err)
+		if msg := err.Error(); msg != last {
+			last = msg
+			if fatal(err) {
+				c.logger.Error("PostgreSQL refuses this exporter; fix the configuration, retrying meanwhile",
+					zap.String("target", c.target), zap.Error(c.explain(err)))
+			} else {
+				c.logger.Warn("still waiting for PostgreSQL", zap.String("target", c.target), zap.Error(err))
+			}
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
+
+var errMissing = errors.New("schema is missing tables or columns")
+
+// prepare migrates (create_schema) or checks the schema, then marks the
+// client ready.
+func (c *client) prepare(ctx context.Context) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if c.cfg.CreateSchema {
+		res, err := schema.Migrate(ctx, conn.Conn(), c.cfg.Schema)
+		if err != nil {
+			return err
+		}
+		if res.From != res.To {
+			c.logger.Info("schema migrated", zap.String("schema", c.cfg.Schema),
+				zap.Int("from_version", res.From), zap.Int("to_version", res.To), zap.Bool("lz4", res.LZ4))
+		}
+	} else if missing, err := schema.Missing(ctx, conn.Conn(), c.cfg.Schema, tableColumns()); err != nil {
+		return err
+	} else if len(missing) > 0 {
+		return fmt.Errorf("%w in schema %q: %v (create_schema is false: apply the DDL from the README or set create_schema: true)",
+			errMissing, c.cfg.Schema, missing)
+	}
+	c.ready.Store(true)
+	return nil
+}
+
+func tableColumns() map[string][]string {
+	out := make(map[string][]string, len(rows.Tables))
+	for _, t := range rows.Tables {
+		out[t.Name] = t.Columns
+	}
+	return out
+}
+
+// write sends one batch and records the outcome.
+func (c *client) write(ctx context.Context, b *rows.Batch) error {
+	if !c.ready.Load() {
+		reason := errors.New("not started")
+		if p := c.waitErr.Load(); p != nil {
+			reason = *p
+		}
+		return fmt.Errorf("waiting for PostgreSQL at %s: %w", c.target, reason)
+	}
+	begin := time.Now()
+	res, err := c.writer.Write(ctx, b)
+	outcome := "written"
+	if err != nil {
+		outcome = pgwrite.Classify(err).String()
+	}
+	c.tel.PostgrescopyCopyDuration.Record(ctx, time.Since(begin).Seconds(),
+		metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", outcome))))
+	c.tel.PostgrescopyBatches.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", outcome))))
+	if err != nil {
+		for i, t := range rows.Tables {
+			if n := b.Rows(i); n > 0 {
+				c.tel.PostgrescopyRows.Add(ctx, int64(n), metric.WithAttributes(
+					attribute.String("table", t.Name), attribute.String("outcome", "failed")))
+			}
+		}
+		return err
+	}
+	for _, r := range res {
+		c.tel.PostgrescopyRows.Add(ctx, int64(r.Rows), metric.WithAttributes(
+			attribute.String("table", r.Table), attribute.String("outcome", "written")))
+		c.tel.PostgrescopyBytes.Add(ctx, int64(r.Bytes), metric.WithAttributes(attribute.String("table", r.Table)))
+	}
+	if ce := c.logger.Check(zap.DebugLevel, "batch written"); ce != nil {
+		ce.Write(zap.Int("rows", b.TotalRows()), zap.Duration("duration", time.Since(begin)))
+	}
+	return nil
+}
+
+func (c *client) shutdown() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	if c.pool != nil {
+		c.pool.Close()
+	}
+}

@@ -1,0 +1,65 @@
+package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+// Config is the postgrescopy exporter's configuration.
+type Config struct {
+	// timeout bounds one batch's write (every COPY and the commit). Default 30s.
+	TimeoutConfig exporterhelper.TimeoutConfig `mapstructure:",squash"`
+	// sending_queue is the Collector's queue and batcher. Default: on, sized in
+	// items, batches of 5,000 to 20,000 items or 200ms, 4 consumers.
+	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
+	// retry_on_failure retries retryable failures with backoff. Default on.
+	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
+
+	// endpoint is a PostgreSQL URL or keyword/value DSN, e.g.
+	// postgres://otel@db:5432/telemetry?sslmode=verify-full. Required. It is
+	// opaque: a password inside it never reaches logs or print-config.
+	Endpoint configopaque.String `mapstructure:"endpoint"`
+	// password, when set, overrides the password in endpoint. Default empty.
+	Password configopaque.String `mapstructure:"password"`
+	// tls, when present, replaces the URL's sslmode settings with the
+	// Collector's TLS client settings (ca_file, cert_file, key_file,
+	// insecure_skip_verify, server_name_override, min_version...). Default absent.
+	TLS configoptional.Optional[configtls.ClientConfig] `mapstructure:"tls"`
+	// schema is the PostgreSQL schema that holds the tables. Default "otel";
+	// a plain identifier of at most 63 bytes.
+	Schema string `mapstructure:"schema"`
+	// create_schema creates and migrates the schema on start. Default true;
+	// false lets a role that may only write run the exporter.
+	CreateSchema bool `mapstructure:"create_schema"`
+	// max_conns caps the connection pool shared by the traces, metrics and
+	// logs pipelines of this exporter. Default 0: sending_queue's
+	// num_consumers × 3 signals, at least 4.
+	MaxConns int32 `mapstructure:"max_conns"`
+}
+
+// Validate checks the exporter's own keys; nested sections validate themselves.
+func (cfg *Config) Validate() error {
+	var errs error
+	if cfg.Endpoint == "" {
+		errs = errors.Join(errs, errors.New(`"endpoint" is required: a PostgreSQL URL such as postgres://user@host:5432/db`))
+	} else if _, err := pgxpool.ParseConfig(string(cfg.Endpoint)); err != nil {
+		// pgconn's parse errors redact the password.
+		errs = errors.Join(errs, fmt.Errorf(`"endpoint" is not a valid PostgreSQL URL or DSN: %w`, err))
+	}
+	if !schema.ValidIdentifier(cfg.Schema) {
+		errs = errors.Join(errs, fmt.Errorf(`"schema" %q is not a valid identifier: use letters, digits and _, not starting with a digit, at most 63 bytes`, cfg.Schema))
+	}
+	if cfg.MaxConns < 0 {
+		errs = errors.Join(errs, fmt.Errorf(`"max_conns" must be 0 (automatic) or positive, got %d`, cfg.MaxConns))
+	}
+	return errs
+}

@@ -1,0 +1,108 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+)
+
+// testConfig is a direct-write config (no queue, so pushes are synchronous)
+// into a fresh schema of the test server.
+func testConfig(t *testing.T) (*Config, string) {
+	pool := pgtest.Pool(t)
+	schemaName := pgtest.Schema(t, pool)
+	cfg := createDefaultConfig().(*Config)
+	cfg.Endpoint = configopaque.String(pgtest.URL())
+	cfg.Schema = schemaName
+	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	cfg.RetryConfig.Enabled = false
+	return cfg, schemaName
+}
+
+func makeTraces(spans int, service string) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", service)
+	ss := rs.ScopeSpans().AppendEmpty()
+	for i := 0; i < spans; i++ {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("op")
+		s.SetTraceID(pcommon.TraceID{1, byte(i >> 8), byte(i)})
+		s.SetSpanID(pcommon.SpanID{2, byte(i >> 8), byte(i)})
+		s.SetStartTimestamp(1_700_000_000_123_456_789)
+		s.SetEndTimestamp(1_700_000_001_000_000_000)
+		s.Attributes().PutInt("i", int64(i))
+	}
+	return td
+}
+
+func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	ctx := context.Background()
+	f := NewFactory()
+	set := exportertest.NewNopSettings(metadata.Type)
+
+	te, err := f.CreateTraces(ctx, set, cfg)
+	require.NoError(t, err)
+	me, err := f.CreateMetrics(ctx, set, cfg)
+	require.NoError(t, err)
+	le, err := f.CreateLogs(ctx, set, cfg)
+	require.NoError(t, err)
+	host := componenttest.NewNopHost()
+	require.NoError(t, te.Start(ctx, host))
+	require.NoError(t, me.Start(ctx, host))
+	require.NoError(t, le.Start(ctx, host))
+
+	sharedMu.Lock()
+	require.Len(t, shared, 1, "the three signals must share one client")
+	sharedMu.Unlock()
+
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, te.ConsumeTraces(ctx, makeTraces(250, "svc")))
+		}()
+	}
+	wg.Wait()
+
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	g := sm.Metrics().AppendEmpty()
+	g.SetName("g")
+	g.SetEmptyGauge().DataPoints().AppendEmpty().SetDoubleValue(1.5)
+	require.NoError(t, me.ConsumeMetrics(ctx, md))
+
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("hello")
+	require.NoError(t, le.ConsumeLogs(ctx, ld))
+
+	require.NoError(t, te.Shutdown(ctx))
+	require.NoError(t, me.Shutdown(ctx))
+	require.NoError(t, le.Shutdown(ctx))
+	require.NoError(t, le.Shutdown(ctx), "shutdown twice is safe")
+
+	pool := pgtest.Pool(t)
+	require.EqualValues(t, 1000, pgtest.Count(t, pool, schemaName, "spans"))
+	require.EqualValues(t, 1, pgtest.Count(t, pool, schemaName, "metrics_gauge"))
+	require.EqualValues(t, 1, pgtest.Count(t, pool, schemaName, "logs"))
+
+	sharedMu.Lock()
+	require.Empty(t, shared, "the shared client is released after the last shutdown")
+	sharedMu.Unlock()
+}

@@ -1,0 +1,36 @@
+// Package metadata holds what mdatagen would generate from metadata.yaml
+// (mdatagen is not available to this project, so it is written by hand).
+package metadata
+
+import (
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+)
+
+var (
+	Type      = component.MustNewType("postgrescopy")
+	ScopeName = "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+)
+
+const (
+	TracesStability  = component.StabilityLevelAlpha
+	MetricsStability = component.StabilityLevelAlpha
+	LogsStability    = component.StabilityLevelAlpha
+)
+
+// NewDefaultSendingQueueConfig is the exporter's sending_queue default (see
+// metadata.yaml's sending_queue overrides): batching on, sized in items,
+// because COPY pays off only for large batches.
+func NewDefaultSendingQueueConfig() configoptional.Optional[exporterhelper.QueueBatchConfig] {
+	q := exporterhelper.NewDefaultQueueConfig()
+	q.Sizer = exporterhelper.RequestSizerTypeItems
+	q.QueueSize = 200_000
+	q.NumConsumers = 4
+	b := exporterhelper.NewDefaultBatchConfig()
+	b.Sizer = exporterhelper.RequestSizerTypeItems
+	b.MinSize = 5_000
+	b.MaxSize = 20_000
+	q.Batch = configoptional.Some(b)
+	return configoptional.Some(q)
+}

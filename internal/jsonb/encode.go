@@ -1,0 +1,151 @@
+package jsonb
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+)
+
+// MaxDepth bounds the nesting of maps and arrays; deeper values are replaced by
+// the string TooDeep so that a hostile payload cannot exhaust the server's stack.
+const MaxDepth = 64
+
+// TooDeep stands in for a value nested deeper than MaxDepth.
+const TooDeep = "[postgrescopy: nested too deep]"
+
+// AppendMap appends m as a JSON object.
+func AppendMap(dst []byte, m pcommon.Map) []byte {
+	return appendMap(dst, m, 0)
+}
+
+// AppendValue appends v as JSON: strings, numbers, booleans, objects and arrays
+// as themselves, bytes as a base64 string, an empty value as null.
+func AppendValue(dst []byte, v pcommon.Value) []byte {
+	return appendValue(dst, v, 0)
+}
+
+func appendMap(dst []byte, m pcommon.Map, depth int) []byte {
+	dst = append(dst, '{')
+	first := true
+	for k, v := range m.All() {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = AppendString(dst, k)
+		dst = append(dst, ':')
+		dst = appendValue(dst, v, depth+1)
+	}
+	return append(dst, '}')
+}
+
+func appendValue(dst []byte, v pcommon.Value, depth int) []byte {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return AppendString(dst, v.Str())
+	case pcommon.ValueTypeInt:
+		return strconv.AppendInt(dst, v.Int(), 10)
+	case pcommon.ValueTypeDouble:
+		return AppendFloat(dst, v.Double())
+	case pcommon.ValueTypeBool:
+		return strconv.AppendBool(dst, v.Bool())
+	case pcommon.ValueTypeBytes:
+		b := v.Bytes().AsRaw()
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, b)
+		return append(dst, '"')
+	case pcommon.ValueTypeMap:
+		if depth >= MaxDepth {
+			return AppendString(dst, TooDeep)
+		}
+		return appendMap(dst, v.Map(), depth)
+	case pcommon.ValueTypeSlice:
+		if depth >= MaxDepth {
+			return AppendString(dst, TooDeep)
+		}
+		s := v.Slice()
+		dst = append(dst, '[')
+		for i := 0; i < s.Len(); i++ {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendValue(dst, s.At(i), depth+1)
+		}
+		return append(dst, ']')
+	default:
+		return append(dst, "null"...)
+	}
+}
+
+// AppendFloat appends f as a JSON number that keeps its floating-point type:
+// an integral value gets ".0" (jsonb keeps the scale, so 3.0 reads back as
+// 3.0, not 3). NaN and the infinities, which JSON has no number for, become
+// the strings "NaN", "Infinity" and "-Infinity".
+func AppendFloat(dst []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(dst, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(dst, `"Infinity"`...)
+	case math.IsInf(f, -1):
+		return append(dst, `"-Infinity"`...)
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'g', -1, 64)
+	for _, c := range dst[start:] {
+		if c == '.' || c == 'e' || c == 'n' || c == 'N' {
+			return dst
+		}
+	}
+	return append(dst, '.', '0')
+}
+
+const hex = "0123456789abcdef"
+
+// AppendString appends s as a JSON string. NUL, which jsonb refuses even
+// escaped, and invalid UTF-8 become U+FFFD.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case 0:
+				dst = append(dst, "\uFFFD"...)
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, "\uFFFD"...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,299 @@
+package pgcopy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unicode/utf8"
+)
+
+// header is the fixed binary COPY signature, flags and header-extension length.
+var header = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+
+// Array element type OIDs, from pg_type.
+const (
+	OIDInt8   = 20
+	OIDFloat8 = 701
+)
+
+// pgEpochMicros is 2000-01-01T00:00:00Z in Unix microseconds: binary
+// timestamptz counts microseconds from there.
+const pgEpochMicros = 946684800 * 1_000_000
+
+// Encoder appends rows in the binary COPY format to a growing buffer. Each row
+// declares its field count, and Err reports a row that wrote a different number
+// of fields, so a table description and its encoder cannot silently drift.
+// An Encoder is not safe for concurrent use.
+type Encoder struct {
+	buf   []byte
+	rows  int
+	want  int
+	got   int
+	err   error
+	inRow bool
+}
+
+// Reset empties the encoder and keeps its buffer for reuse.
+func (e *Encoder) Reset() {
+	e.buf = e.buf[:0]
+	e.rows, e.want, e.got = 0, 0, 0
+	e.err = nil
+	e.inRow = false
+}
+
+// Rows is the number of rows begun so far.
+func (e *Encoder) Rows() int { return e.rows }
+
+// Len is the number of bytes encoded so far.
+func (e *Encoder) Len() int { return len(e.buf) }
+
+// BeginRow starts a row of n fields.
+func (e *Encoder) BeginRow(n int) {
+	e.closeRow()
+	if len(e.buf) == 0 {
+		e.buf = append(e.buf, header...)
+	}
+	e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(n))
+	e.want, e.got, e.inRow = n, 0, true
+	e.rows++
+}
+
+func (e *Encoder) closeRow() {
+	if e.inRow && e.got != e.want && e.err == nil {
+		e.err = fmt.Errorf("pgcopy: row %d has %d fields, want %d", e.rows, e.got, e.want)
+	}
+	e.inRow = false
+}
+
+// Bytes returns the stream with its trailer. The slice is valid until the
+// encoder is written to again; the encoder itself stays open for more rows.
+func (e *Encoder) Bytes() ([]byte, error) {
+	e.closeRow()
+	if e.err != nil {
+		return nil, e.err
+	}
+	if e.rows == 0 {
+		return nil, nil
+	}
+	return append(e.buf, 0xff, 0xff), nil
+}
+
+// Err returns the first field-count mismatch, if any.
+func (e *Encoder) Err() error {
+	e.closeRow()
+	return e.err
+}
+
+func (e *Encoder) field(n int) {
+	e.got++
+	e.buf = binary.BigEndian.AppendUint32(e.buf, uint32(n))
+}
+
+// Null writes a NULL field.
+func (e *Encoder) Null() {
+	e.got++
+	e.buf = append(e.buf, 0xff, 0xff, 0xff, 0xff)
+}
+
+// Int16 writes a smallint.
+func (e *Encoder) Int16(v int16) {
+	e.field(2)
+	e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(v))
+}
+
+// Int32 writes an integer.
+func (e *Encoder) Int32(v int32) {
+	e.field(4)
+	e.buf = binary.BigEndian.AppendUint32(e.buf, uint32(v))
+}
+
+// Int64 writes a bigint.
+func (e *Encoder) Int64(v int64) {
+	e.field(8)
+	e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(v))
+}
+
+// Float64 writes a double precision; NaN and ±Inf are valid float8 values.
+func (e *Encoder) Float64(v float64) {
+	e.field(8)
+	e.buf = binary.BigEndian.AppendUint64(e.buf, math.Float64bits(v))
+}
+
+// Bool writes a boolean.
+func (e *Encoder) Bool(v bool) {
+	e.field(1)
+	if v {
+		e.buf = append(e.buf, 1)
+	} else {
+		e.buf = append(e.buf, 0)
+	}
+}
+
+// Timestamptz writes a Unix-nanosecond time as timestamptz, which keeps
+// microseconds; the caller stores the sub-microsecond rest where it needs it.
+func (e *Encoder) Timestamptz(unixNano uint64) {
+	e.field(8)
+	us := int64(unixNano/1000) - pgEpochMicros
+	e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(us))
+}
+
+// UUID writes 16 bytes as uuid, or NULL when every byte is zero (an absent id).
+func (e *Encoder) UUID(id [16]byte) {
+	if id == [16]byte{} {
+		e.Null()
+		return
+	}
+	e.field(16)
+	e.buf = append(e.buf, id[:]...)
+}
+
+// ID8 writes an 8-byte id as a bigint with the same bits, or NULL when every
+// byte is zero (an absent id).
+func (e *Encoder) ID8(id [8]byte) {
+	if id == [8]byte{} {
+		e.Null()
+		return
+	}
+	e.field(8)
+	e.buf = append(e.buf, id[:]...)
+}
+
+// Text writes a text value, made valid for PostgreSQL first (see Clean).
+func (e *Encoder) Text(s string) {
+	start := e.Begin()
+	e.buf = AppendClean(e.buf, s)
+	e.End(start)
+}
+
+// TextOrNull writes s, or NULL when it is empty.
+func (e *Encoder) TextOrNull(s string) {
+	if s == "" {
+		e.Null()
+		return
+	}
+	e.Text(s)
+}
+
+// Begin reserves a field's length word and returns its position, for callers
+// that append the value themselves with AppendBuf; End patches the length.
+func (e *Encoder) Begin() int {
+	e.got++
+	pos := len(e.buf)
+	e.buf = append(e.buf, 0, 0, 0, 0)
+	return pos
+}
+
+// End closes a field opened by Begin.
+func (e *Encoder) End(pos int) {
+	binary.BigEndian.PutUint32(e.buf[pos:], uint32(len(e.buf)-pos-4))
+}
+
+// AppendBuf lets a caller append raw bytes of an open field.
+func (e *Encoder) AppendBuf(f func([]byte) []byte) { e.buf = f(e.buf) }
+
+// Raw appends bytes to an open field.
+func (e *Encoder) Raw(b []byte) { e.buf = append(e.buf, b...) }
+
+// JSONB writes an already encoded, valid JSON document as jsonb.
+func (e *Encoder) JSONB(doc []byte) {
+	e.field(len(doc) + 1)
+	e.buf = append(e.buf, 1)
+	e.buf = append(e.buf, doc...)
+}
+
+// BeginJSONB opens a jsonb field whose document the caller appends; close it
+// with End.
+func (e *Encoder) BeginJSONB() int {
+	pos := e.Begin()
+	e.buf = append(e.buf, 1) // jsonb binary format version
+	return pos
+}
+
+// Float64Array writes a one-dimensional float8[].
+func (e *Encoder) Float64Array(n int, at func(int) float64) {
+	pos := e.arrayHeader(n, OIDFloat8)
+	for i := 0; i < n; i++ {
+		e.buf = binary.BigEndian.AppendUint32(e.buf, 8)
+		e.buf = binary.BigEndian.AppendUint64(e.buf, math.Float64bits(at(i)))
+	}
+	e.End(pos)
+}
+
+// Int64Array writes a one-dimensional bigint[].
+func (e *Encoder) Int64Array(n int, at func(int) int64) {
+	pos := e.arrayHeader(n, OIDInt8)
+	for i := 0; i < n; i++ {
+		e.buf = binary.BigEndian.AppendUint32(e.buf, 8)
+		e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(at(i)))
+	}
+	e.End(pos)
+}
+
+func (e *Encoder) arrayHeader(n int, oid uint32) int {
+	pos := e.Begin()
+	if n == 0 {
+		// An empty array has no dimensions.
+		e.buf = binary.BigEndian.AppendUint32(e.buf, 0)
+		e.buf = binary.BigEndian.AppendUint32(e.buf, 0)
+		e.buf = binary.BigEndian.AppendUint32(e.buf, oid)
+		return pos
+	}
+	e.buf = binary.BigEndian.AppendUint32(e.buf, 1) // ndim
+	e.buf = binary.BigEndian.AppendUint32(e.buf, 0) // no NULLs
+	e.buf = binary.BigEndian.AppendUint32(e.buf, oid)
+	e.buf = binary.BigEndian.AppendUint32(e.buf, uint32(n))
+	e.buf = binary.BigEndian.AppendUint32(e.buf, 1) // lower bound
+	return pos
+}
+
+// AppendClean appends s made acceptable to PostgreSQL text: NUL bytes, which
+// text and jsonb refuse, and invalid UTF-8 each become U+FFFD.
+func AppendClean(dst []byte, s string) []byte {
+	if isClean(s) {
+		return append(dst, s...)
+	}
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c == 0 {
+			dst = append(dst, "\uFFFD"...)
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, "\uFFFD"...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return dst
+}
+
+// isClean is the fast path: ASCII without NUL, or valid UTF-8 without NUL.
+func isClean(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == 0 {
+			return false
+		}
+		if c >= utf8.RuneSelf {
+			return utf8.ValidString(s[i:]) && !containsNUL(s[i:])
+		}
+	}
+	return true
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}

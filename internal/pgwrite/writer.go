@@ -1,0 +1,77 @@
+package pgwrite
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+// TableResult is what one table's COPY wrote.
+type TableResult struct {
+	Table string
+	Rows  int
+	Bytes int
+}
+
+// Writer writes batches into one schema through a pool. It is safe for
+// concurrent use: each Write takes its own connection from the pool.
+type Writer struct {
+	pool    *pgxpool.Pool
+	copySQL [len(rows.Tables)]string
+	names   [len(rows.Tables)]string
+}
+
+// NewWriter prepares the COPY statements for schemaName.
+func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
+	w := &Writer{pool: pool}
+	for i, t := range rows.Tables {
+		w.names[i] = t.Name
+		w.copySQL[i] = CopySQL(schemaName, t)
+	}
+	return w
+}
+
+// CopySQL is the COPY statement for table t in schemaName, quoted throughout.
+func CopySQL(schemaName string, t rows.Table) string {
+	quoted := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+	}
+	return "COPY " + schema.Qualified(schemaName, t.Name) + " (" + strings.Join(quoted, ", ") +
+		") FROM STDIN WITH (FORMAT binary)"
+}
+
+// Write copies every non-empty table of b in one transaction and commits.
+// On error nothing of b is committed, and the error says which table failed.
+func (w *Writer) Write(ctx context.Context, b *rows.Batch) ([]TableResult, error) {
+	var out []TableResult
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		out = out[:0]
+		pc := tx.Conn().PgConn()
+		for i := range w.copySQL {
+			data, err := b.Data(i)
+			if err != nil {
+				return err
+			}
+			if data == nil {
+				continue
+			}
+			if _, err := pc.CopyFrom(ctx, bytes.NewReader(data), w.copySQL[i]); err != nil {
+				return fmt.Errorf("copy into %s: %w", w.names[i], err)
+			}
+			out = append(out, TableResult{Table: w.names[i], Rows: b.Rows(i), Bytes: len(data)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

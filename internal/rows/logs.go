@@ -1,0 +1,46 @@
+package rows
+
+import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/postgrescopy/postgrescopy/internal/jsonb"
+)
+
+// AddLogs appends one logs row per log record.
+func (b *Batch) AddLogs(ld plog.Logs) {
+	c := &b.ctx
+	for _, rl := range ld.ResourceLogs().All() {
+		c.setResource(rl.Resource(), rl.SchemaUrl())
+		for _, sl := range rl.ScopeLogs().All() {
+			c.setScope(sl.Scope(), sl.SchemaUrl())
+			for _, l := range sl.LogRecords().All() {
+				b.addLog(l)
+			}
+		}
+	}
+}
+
+func (b *Batch) addLog(l plog.LogRecord) {
+	c := &b.ctx
+	e := b.begin(IdxLogs)
+	timestamp(e, l.Timestamp())
+	timestamp(e, l.ObservedTimestamp())
+	e.UUID(l.TraceID())
+	e.ID8(l.SpanID())
+	e.Int32(int32(l.Flags()))
+	e.Int32(int32(l.SeverityNumber()))
+	e.TextOrNull(l.SeverityText())
+	e.TextOrNull(c.service)
+	if body := l.Body(); body.Type() != pcommon.ValueTypeEmpty {
+		pos := e.BeginJSONB()
+		e.AppendBuf(func(d []byte) []byte { return jsonb.AppendValue(d, body) })
+		e.End(pos)
+	} else {
+		e.Null()
+	}
+	e.TextOrNull(l.EventName())
+	jsonMap(e, l.Attributes())
+	e.Int32(int32(l.DroppedAttributesCount()))
+	c.writeTail(e)
+}
