@@ -1,6 +1,7 @@
 package jsonb
 
 import (
+	"bytes"
 	"encoding/base64"
 	"math"
 	"strconv"
@@ -95,6 +96,12 @@ func AppendFloat(dst []byte, f float64) []byte {
 	}
 	start := len(dst)
 	dst = strconv.AppendFloat(dst, f, 'g', -1, 64)
+	if bytes.IndexByte(dst[start:], '+') >= 0 {
+		// jsonb stores numbers as numeric, which folds a positive exponent
+		// into the digits: 3e+06 reads back as 3000000, an integer. Spell
+		// such values out so that the ".0" below marks them as doubles.
+		dst = strconv.AppendFloat(dst[:start], f, 'f', -1, 64)
+	}
 	for _, c := range dst[start:] {
 		if c == '.' || c == 'e' || c == 'n' || c == 'N' {
 			return dst

@@ -105,7 +105,6 @@ func jsonMap(e *pgcopy.Encoder, m pcommon.Map) {
 	e.End(pos)
 }
 
-
 // appendHexID appends an id as a quoted lower-case hex JSON string.
 func appendHexID(dst []byte, id []byte) []byte {
 	const hexdig = "0123456789abcdef"

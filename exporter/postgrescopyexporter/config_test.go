@@ -1,0 +1,162 @@
+package postgrescopyexporter
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configretry"
+	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+)
+
+func TestConfigStruct(t *testing.T) {
+	require.NoError(t, componenttest.CheckConfigStruct(createDefaultConfig()))
+}
+
+func TestDefaultConfigRoundTrip(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, confmap.New().Unmarshal(cfg))
+	assert.Equal(t, createDefaultConfig(), cfg)
+	assert.Equal(t, metadata.NewDefaultSendingQueueConfig(), cfg.QueueConfig)
+	assert.Equal(t, "otel", cfg.Schema)
+	assert.True(t, cfg.CreateSchema)
+	// The default is not valid on its own: the endpoint is required.
+	assert.ErrorContains(t, cfg.Validate(), `"endpoint" is required`)
+}
+
+func TestLoadConfig(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+
+	defaultQueue := metadata.NewDefaultSendingQueueConfig()
+	customQueue := exporterhelper.NewDefaultQueueConfig()
+	customQueue.NumConsumers = 2
+	customQueue.QueueSize = 50000
+	customQueue.Sizer = exporterhelper.RequestSizerTypeItems
+	batch := exporterhelper.NewDefaultBatchConfig()
+	batch.FlushTimeout = time.Second
+	batch.MinSize = 1000
+	batch.MaxSize = 10000
+	customQueue.Batch = configoptional.Some(batch)
+
+	tls := configtls.NewDefaultClientConfig()
+	tls.CAFile = "/etc/ssl/ca.pem"
+	tls.ServerName = "db.internal"
+
+	tests := []struct {
+		id   component.ID
+		want *Config
+	}{
+		{
+			id: component.NewID(metadata.Type),
+			want: &Config{
+				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
+				QueueConfig:   defaultQueue,
+				RetryConfig:   configretry.NewDefaultBackOffConfig(),
+				Endpoint:      "postgres://otel@127.0.0.1:5432/telemetry",
+				Schema:        "otel",
+				CreateSchema:  true,
+			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "custom"),
+			want: &Config{
+				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 10 * time.Second},
+				QueueConfig:   configoptional.Some(customQueue),
+				RetryConfig: configretry.BackOffConfig{
+					Enabled:             true,
+					InitialInterval:     time.Second,
+					MaxInterval:         10 * time.Second,
+					MaxElapsedTime:      0,
+					Multiplier:          1.5,
+					RandomizationFactor: 0.5,
+				},
+				Endpoint:     configopaque.String("postgres://otel:s3cret@db.example.com:5433/telemetry?sslmode=require"),
+				Password:     "override",
+				TLS:          configoptional.Some(tls),
+				Schema:       "telemetry",
+				CreateSchema: false,
+				MaxConns:     12,
+			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "noqueue"),
+			want: &Config{
+				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
+				QueueConfig:   configoptional.None[exporterhelper.QueueBatchConfig](),
+				RetryConfig: func() configretry.BackOffConfig {
+					r := configretry.NewDefaultBackOffConfig()
+					r.Enabled = false
+					return r
+				}(),
+				Endpoint:     "host=127.0.0.1 port=5432 user=postgres dbname=postgres",
+				Schema:       "otel",
+				CreateSchema: true,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id.String(), func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			sub, err := cm.Sub(tt.id.String())
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			require.NoError(t, confmap.Validate(cfg))
+			assert.Equal(t, tt.want, cfg)
+		})
+	}
+}
+
+func TestInvalidConfigs(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "invalid_configs.yaml"))
+	require.NoError(t, err)
+	want := map[string]string{
+		"missing_endpoint":   `"endpoint" is required`,
+		"malformed_endpoint": `"endpoint" is not a valid PostgreSQL URL`,
+		"bad_schema":         `"schema" "bad-name;drop" is not a valid identifier`,
+		"empty_schema":       `"schema" "" is not a valid identifier`,
+		"negative_max_conns": `"max_conns" must be 0`,
+		"unknown_key":        `invalid keys: batch_rows`,
+		"negative_timeout":   `timeout`,
+	}
+	// Every entry of the file has an expectation, and every expectation an entry.
+	entries := make([]string, 0, len(want))
+	for k := range cm.ToStringMap() {
+		entries = append(entries, k)
+	}
+	require.ElementsMatch(t, entries, slices.Collect(maps.Keys(want)))
+	for name, msg := range want {
+		t.Run(name, func(t *testing.T) {
+			sub, err := cm.Sub(name)
+			require.NoError(t, err)
+			cfg := createDefaultConfig().(*Config)
+			err = sub.Unmarshal(cfg)
+			if err == nil {
+				err = confmap.Validate(cfg)
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), msg)
+		})
+	}
+}
+
+func TestMalformedEndpointErrorHidesPassword(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Endpoint = "postgres://u:hunter2@host:notaport/db"
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "hunter2")
+}

@@ -1,0 +1,198 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+)
+
+func observedSettings() (exporter.Settings, *observer.ObservedLogs) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	set := exportertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	return set, logs
+}
+
+func TestPushBeforeStartIsAnError(t *testing.T) {
+	cfg, _ := testConfig(t)
+	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
+	require.NoError(t, err)
+	t.Cleanup(func() { e.shared.forget() })
+	require.ErrorIs(t, e.pushTraces(context.Background(), makeTraces(1, "s")), errNotStarted)
+	require.NoError(t, e.shutdown(context.Background()), "shutdown without start is safe")
+}
+
+func TestMissingDatabaseFailsStartPlainly(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.Endpoint = configopaque.String(strings.Replace(pgtest.URL(), "/postgres?", "/postgrescopy_no_such_db?", 1))
+	te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	err = te.Start(context.Background(), componenttest.NewNopHost())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "does not exist")
+	assert.Contains(t, err.Error(), "create it or fix the URL")
+	require.NoError(t, te.Shutdown(context.Background()))
+}
+
+func TestNewerSchemaIsRefused(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	ctx := context.Background()
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, te.Shutdown(ctx))
+
+	pool := pgtest.Pool(t)
+	_, err = pool.Exec(ctx, `INSERT INTO "`+schemaName+`".schema_version (version, name) VALUES (9999, 'from the future')`)
+	require.NoError(t, err)
+	te, err = NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	err = te.Start(ctx, componenttest.NewNopHost())
+	require.ErrorContains(t, err, "version 9999")
+	require.NoError(t, te.Shutdown(ctx))
+}
+
+func TestCreateSchemaFalseNamesWhatIsMissing(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	cfg.CreateSchema = false
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	// Only the spans table, without one column.
+	_, err := pool.Exec(ctx, `CREATE SCHEMA "`+schemaName+`"; CREATE TABLE "`+schemaName+`".spans (start_time timestamptz)`)
+	require.NoError(t, err)
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	err = te.Start(ctx, componenttest.NewNopHost())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "spans.span_name (column missing)")
+	assert.Contains(t, err.Error(), "logs (table missing or not visible)")
+	assert.Contains(t, err.Error(), "create_schema")
+	require.NoError(t, te.Shutdown(ctx))
+}
+
+// proxy forwards a loopback port to the test server once started, so a test
+// can make "the database" appear after the exporter started.
+type proxy struct {
+	addr  string
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func (p *proxy) start(t *testing.T, target string) {
+	ln, err := net.Listen("tcp", p.addr)
+	require.NoError(t, err)
+	p.ln = ln
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); s.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); c.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+}
+
+func TestDatabaseDownAtStartIsWaitedFor(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	addr := freeAddr(t)
+	target := "127.0.0.1:5432"
+	cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
+	set, logs := observedSettings()
+	ctx := context.Background()
+	te, err := NewFactory().CreateTraces(ctx, set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()), "an unreachable server must not fail the start")
+	t.Cleanup(func() { require.NoError(t, te.Shutdown(context.Background())) })
+
+	waiting := logs.FilterMessageSnippet("waiting for it in the background").All()
+	require.Len(t, waiting, 1)
+	assert.Equal(t, "postgres@127.0.0.1:"+strings.Split(addr, ":")[1]+"/postgres", waiting[0].ContextMap()["target"])
+
+	err = te.ConsumeTraces(ctx, makeTraces(3, "s"))
+	require.ErrorContains(t, err, "waiting for PostgreSQL")
+
+	p := &proxy{addr: addr}
+	p.start(t, target)
+	require.Eventually(t, func() bool {
+		return logs.FilterMessage("PostgreSQL is reachable; writing").Len() == 1
+	}, 20*time.Second, 50*time.Millisecond)
+	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(3, "s")))
+	assert.EqualValues(t, 3, pgtest.Count(t, pgtest.Pool(t), schemaName, "spans"))
+}
+
+func TestConcurrentStartsMigrateOnce(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A distinct *Config per "collector": no sharing between them.
+			c := *cfg
+			te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), &c)
+			if err == nil {
+				err = te.Start(ctx, componenttest.NewNopHost())
+			}
+			if err == nil {
+				err = te.Shutdown(ctx)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	assert.EqualValues(t, 1, pgtest.Count(t, pgtest.Pool(t), schemaName, "schema_version"))
+}
