@@ -3,6 +3,7 @@ package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exp
 import (
 	"errors"
 	"fmt"
+	"regexp"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/collector/config/configopaque"
@@ -52,8 +53,7 @@ func (cfg *Config) Validate() error {
 	if cfg.Endpoint == "" {
 		errs = errors.Join(errs, errors.New(`"endpoint" is required: a PostgreSQL URL such as postgres://user@host:5432/db`))
 	} else if _, err := pgxpool.ParseConfig(string(cfg.Endpoint)); err != nil {
-		// pgconn's parse errors redact the password.
-		errs = errors.Join(errs, fmt.Errorf(`"endpoint" is not a valid PostgreSQL URL or DSN: %w`, err))
+		errs = errors.Join(errs, fmt.Errorf(`"endpoint" is not a valid PostgreSQL URL or DSN: %s`, withoutConnString(err)))
 	}
 	if !schema.ValidIdentifier(cfg.Schema) {
 		errs = errors.Join(errs, fmt.Errorf(`"schema" %q is not a valid identifier: use letters, digits and _, not starting with a digit, at most 63 bytes`, cfg.Schema))
@@ -62,4 +62,13 @@ func (cfg *Config) Validate() error {
 		errs = errors.Join(errs, fmt.Errorf(`"max_conns" must be 0 (automatic) or positive, got %d`, cfg.MaxConns))
 	}
 	return errs
+}
+
+// connStringInError matches the connection string pgconn quotes in its parse
+// errors. pgconn masks the password, but not all of it when the password holds
+// a raw '@', so the string is dropped altogether.
+var connStringInError = regexp.MustCompile("cannot parse `[^`]*`")
+
+func withoutConnString(err error) string {
+	return connStringInError.ReplaceAllString(err.Error(), "cannot parse endpoint")
 }

@@ -1,0 +1,276 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Entry field names, kept short: they are repeated in every entry.
+const (
+	fieldData  = "d" // the request, OTLP protobuf
+	fieldItems = "n" // spans, data points or log records in it
+)
+
+// ErrBackpressure is returned by Add when the stream holds more than its
+// bound: the caller must retry later, and nothing already in Redis is trimmed.
+var ErrBackpressure = errors.New("redis stream is full")
+
+// Keys names one signal's keys. The hash tag {prefix:signal} puts them in one
+// Redis Cluster slot, so the scripts that touch both keys work on a cluster.
+type Keys struct {
+	Stream string // the entries
+	Bytes  string // payload bytes currently in Stream
+	Group  string // consumer group shared by every replica
+}
+
+// KeysFor returns the keys of signal under prefix.
+func KeysFor(prefix, signal string) Keys {
+	tag := "{" + prefix + ":" + signal + "}"
+	return Keys{Stream: tag + ":stream", Bytes: tag + ":bytes", Group: "postgrescopy"}
+}
+
+// Bounds cap what a stream may hold before Add refuses; zero means no bound.
+type Bounds struct {
+	MaxBytes   int64
+	MaxEntries int64
+}
+
+// addScript appends an entry only when the stream is under its bounds, and
+// counts its bytes, atomically. A single entry larger than MaxBytes still
+// enters an empty stream, or it could never be written.
+var addScript = redis.NewScript(`
+local used = tonumber(redis.call('GET', KEYS[2]) or '0')
+local size = tonumber(ARGV[4])
+local maxBytes = tonumber(ARGV[1])
+if maxBytes > 0 and used > 0 and used + size > maxBytes then
+  return -1
+end
+local maxEntries = tonumber(ARGV[2])
+if maxEntries > 0 and redis.call('XLEN', KEYS[1]) >= maxEntries then
+  return -2
+end
+local id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[3], 'n', ARGV[5])
+redis.call('INCRBY', KEYS[2], size)
+return id
+`)
+
+// ackScript acknowledges and deletes entries and gives their bytes back. Only
+// entries this call really deleted are subtracted, so two consumers acking
+// the same entry (a claim race) cannot drive the counter below the truth.
+var ackScript = redis.NewScript(`
+local n = 0
+for i = 2, #ARGV, 2 do
+  redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
+  if redis.call('XDEL', KEYS[1], ARGV[i]) == 1 then
+    n = n + tonumber(ARGV[i + 1])
+  end
+end
+if n > 0 then
+  local left = redis.call('DECRBY', KEYS[2], n)
+  if left < 0 then redis.call('SET', KEYS[2], 0) end
+end
+return n
+`)
+
+// Stream is one signal's stream seen by one consumer.
+type Stream struct {
+	rdb      redis.UniversalClient
+	keys     Keys
+	bounds   Bounds
+	consumer string
+}
+
+// NewStream binds a client to a signal's keys for the named consumer.
+func NewStream(rdb redis.UniversalClient, keys Keys, bounds Bounds, consumer string) *Stream {
+	return &Stream{rdb: rdb, keys: keys, bounds: bounds, consumer: consumer}
+}
+
+// Keys returns the stream's keys.
+func (s *Stream) Keys() Keys { return s.keys }
+
+// EnsureGroup creates the stream and the consumer group when missing.
+func (s *Stream) EnsureGroup(ctx context.Context) error {
+	err := s.rdb.XGroupCreateMkStream(ctx, s.keys.Stream, s.keys.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("create consumer group on %s: %w", s.keys.Stream, err)
+	}
+	return nil
+}
+
+// Add appends one request. It returns the entry id once Redis has it, or
+// ErrBackpressure when the stream is over its bounds.
+func (s *Stream) Add(ctx context.Context, payload []byte, items int) (string, error) {
+	res, err := addScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Bytes},
+		s.bounds.MaxBytes, s.bounds.MaxEntries, payload, len(payload), items).Result()
+	if err != nil {
+		return "", fmt.Errorf("xadd %s: %w", s.keys.Stream, err)
+	}
+	switch v := res.(type) {
+	case string:
+		return v, nil
+	case int64:
+		if v == -1 {
+			return "", fmt.Errorf("%w: %s holds %d bytes or more (max_pending_bytes)", ErrBackpressure, s.keys.Stream, s.bounds.MaxBytes)
+		}
+		return "", fmt.Errorf("%w: %s holds %d entries (max_pending_entries)", ErrBackpressure, s.keys.Stream, s.bounds.MaxEntries)
+	}
+	return "", fmt.Errorf("xadd %s: unexpected reply %T", s.keys.Stream, res)
+}
+
+// Entry is one stream entry as read by a consumer.
+type Entry struct {
+	ID    string
+	Data  []byte
+	Items int
+	// Redelivered is true when the entry may have been processed before (it
+	// came from a pending list): the ledger must be consulted.
+	Redelivered bool
+}
+
+func toEntries(msgs []redis.XMessage, redelivered bool) []Entry {
+	out := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		e := Entry{ID: m.ID, Redelivered: redelivered}
+		if d, ok := m.Values[fieldData].(string); ok {
+			e.Data = []byte(d)
+		}
+		if n, ok := m.Values[fieldItems].(string); ok {
+			e.Items, _ = strconv.Atoi(n)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// ReadNew reads up to count never-delivered entries, waiting at most block
+// (which must be positive: zero would block forever).
+func (s *Stream) ReadNew(ctx context.Context, count int64, block time.Duration) ([]Entry, error) {
+	if block <= 0 {
+		block = time.Millisecond
+	}
+	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: s.keys.Group, Consumer: s.consumer,
+		Streams: []string{s.keys.Stream, ">"}, Count: count, Block: block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("xreadgroup %s: %w", s.keys.Stream, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	return toEntries(res[0].Messages, false), nil
+}
+
+// ReadOwnPending re-reads entries delivered to this consumer and not yet
+// acknowledged (after a failed flush), without blocking.
+func (s *Stream) ReadOwnPending(ctx context.Context, count int64) ([]Entry, error) {
+	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: s.keys.Group, Consumer: s.consumer,
+		Streams: []string{s.keys.Stream, "0"}, Count: count,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("xreadgroup pending %s: %w", s.keys.Stream, err)
+	}
+	if len(res) == 0 {
+		return nil, nil
+	}
+	var msgs []redis.XMessage
+	for _, m := range res[0].Messages {
+		// An entry deleted after delivery shows with no values: nothing to do
+		// but acknowledge it, which Claim's caller does through Ack.
+		msgs = append(msgs, m)
+	}
+	return toEntries(msgs, true), nil
+}
+
+// Claim takes over up to count entries that other consumers left pending for
+// longer than minIdle (a replica that died or hangs mid-batch). Deleted
+// entries that were still pending are acknowledged on the way.
+func (s *Stream) Claim(ctx context.Context, minIdle time.Duration, count int64) ([]Entry, error) {
+	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+		Stream: s.keys.Stream, Group: s.keys.Group, Consumer: s.consumer,
+		MinIdle: minIdle, Start: "0-0", Count: count,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("xautoclaim %s: %w", s.keys.Stream, err)
+	}
+	return toEntries(msgs, true), nil
+}
+
+// Ack acknowledges and deletes entries whose rows are committed.
+func (s *Stream) Ack(ctx context.Context, entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 1+2*len(entries))
+	args = append(args, s.keys.Group)
+	for _, e := range entries {
+		args = append(args, e.ID, len(e.Data))
+	}
+	if err := ackScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Bytes}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("ack %d entries on %s: %w", len(entries), s.keys.Stream, err)
+	}
+	return nil
+}
+
+// Stats is a stream's backlog.
+type Stats struct {
+	Entries int64 // in the stream (new and pending)
+	Pending int64 // delivered, not yet acknowledged
+	Bytes   int64 // payload bytes in the stream
+}
+
+// Stats reads the backlog.
+func (s *Stream) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	pipe := s.rdb.Pipeline()
+	xlen := pipe.XLen(ctx, s.keys.Stream)
+	pend := pipe.XPending(ctx, s.keys.Stream, s.keys.Group)
+	bytes := pipe.Get(ctx, s.keys.Bytes)
+	_, err := pipe.Exec(ctx)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return st, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	}
+	st.Entries = xlen.Val()
+	if p, err := pend.Result(); err == nil {
+		st.Pending = p.Count
+	}
+	st.Bytes, _ = bytes.Int64()
+	return st, nil
+}
+
+// PruneConsumers removes consumers of the group, other than this one, that
+// have nothing pending and were idle longer than idle: every replica start
+// adds a consumer name, and dead names would otherwise pile up.
+func (s *Stream) PruneConsumers(ctx context.Context, idle time.Duration) (int, error) {
+	cs, err := s.rdb.XInfoConsumers(ctx, s.keys.Stream, s.keys.Group).Result()
+	if err != nil {
+		return 0, fmt.Errorf("xinfo consumers %s: %w", s.keys.Stream, err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Name == s.consumer || c.Pending > 0 || c.Idle < idle {
+			continue
+		}
+		if err := s.rdb.XGroupDelConsumer(ctx, s.keys.Stream, s.keys.Group, c.Name).Err(); err != nil {
+			return n, fmt.Errorf("delete consumer %s: %w", c.Name, err)
+		}
+		n++
+	}
+	return n, nil
+}
