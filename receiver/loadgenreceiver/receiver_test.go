@@ -1,0 +1,251 @@
+package loadgenreceiver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver/internal/metadata"
+)
+
+type sinks struct {
+	traces  *consumertest.TracesSink
+	metrics *consumertest.MetricsSink
+	logs    *consumertest.LogsSink
+}
+
+// startAll creates the receiver for the given signals with one config, as
+// the Collector does, and starts them. nil consumers leave a signal out.
+func startAll(t *testing.T, f receiver.Factory, cfg *Config, set receiver.Settings, tc consumer.Traces, mc consumer.Metrics, lc consumer.Logs) []component.Component {
+	t.Helper()
+	ctx := context.Background()
+	var comps []component.Component
+	if tc != nil {
+		r, err := f.CreateTraces(ctx, set, cfg, tc)
+		require.NoError(t, err)
+		comps = append(comps, r)
+	}
+	if mc != nil {
+		r, err := f.CreateMetrics(ctx, set, cfg, mc)
+		require.NoError(t, err)
+		comps = append(comps, r)
+	}
+	if lc != nil {
+		r, err := f.CreateLogs(ctx, set, cfg, lc)
+		require.NoError(t, err)
+		comps = append(comps, r)
+	}
+	for _, c := range comps {
+		require.NoError(t, c.Start(ctx, componenttest.NewNopHost()))
+	}
+	return comps
+}
+
+func shutdownAll(t *testing.T, comps []component.Component) {
+	t.Helper()
+	for _, c := range comps {
+		require.NoError(t, c.Shutdown(context.Background()))
+	}
+}
+
+func waitDone(t *testing.T, s *Stats, within time.Duration) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(within):
+		t.Fatalf("generation did not finish within %s: %+v", within, s.Snapshot())
+	}
+}
+
+func TestReceiverGeneratesEveryItem(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+
+	stats := NewStats()
+	var hook Snapshot
+	stats.OnDone = func(s Snapshot) { hook = s }
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users, cfg.Concurrency = 3, 2
+	s := sinks{new(consumertest.TracesSink), new(consumertest.MetricsSink), new(consumertest.LogsSink)}
+	comps := startAll(t, f, cfg, set, s.traces, s.metrics, s.logs)
+	waitDone(t, stats, 20*time.Second)
+	shutdownAll(t, comps)
+
+	// Exactly users × events_per_user, split 855 / 475 / 570 per user.
+	assert.Equal(t, 3*855, s.traces.SpanCount())
+	assert.Equal(t, 3*475, s.metrics.DataPointCount())
+	assert.Equal(t, 3*570, s.logs.LogRecordCount())
+	assert.Equal(t, 3*1900, s.traces.SpanCount()+s.metrics.DataPointCount()+s.logs.LogRecordCount())
+
+	snap := stats.Snapshot()
+	assert.True(t, snap.Finished)
+	assert.Equal(t, int64(3*1900), snap.Items())
+	assert.Equal(t, int64(s.traces.SpanCount()), snap.Spans)
+	assert.InDelta(t, 300, snap.Traces, 45)
+	assert.Zero(t, snap.Refused)
+	assert.Positive(t, snap.Bytes)
+	assert.Equal(t, int64(len(s.traces.AllTraces())+len(s.metrics.AllMetrics())+len(s.logs.AllLogs())), snap.Batches)
+	assert.Equal(t, snap, hook)
+
+	// Self-telemetry through receiverhelper's ObsReport.
+	for name, want := range map[string]int{
+		"otelcol_receiver_accepted_spans":         s.traces.SpanCount(),
+		"otelcol_receiver_accepted_metric_points": s.metrics.DataPointCount(),
+		"otelcol_receiver_accepted_log_records":   s.logs.LogRecordCount(),
+	} {
+		m, err := tel.GetMetric(name)
+		require.NoError(t, err, name)
+		sum := m.Data.(metricdata.Sum[int64])
+		var got int64
+		for _, dp := range sum.DataPoints {
+			got += dp.Value
+			transport, _ := dp.Attributes.Value("transport")
+			assert.Equal(t, "loadgen", transport.AsString())
+		}
+		assert.Equal(t, int64(want), got, name)
+	}
+}
+
+func TestSignalsKeyChoosesSignals(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users, cfg.Signals = 2, []string{"metrics"}
+	s := sinks{new(consumertest.TracesSink), new(consumertest.MetricsSink), new(consumertest.LogsSink)}
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), s.traces, s.metrics, s.logs)
+	waitDone(t, stats, 20*time.Second)
+	shutdownAll(t, comps)
+	assert.Zero(t, s.traces.SpanCount())
+	assert.Equal(t, 2*475, s.metrics.DataPointCount())
+	assert.Zero(t, s.logs.LogRecordCount())
+}
+
+func TestSignalsInferredFromPipelines(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users = 2
+	logs := new(consumertest.LogsSink)
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), nil, nil, logs)
+	waitDone(t, stats, 20*time.Second)
+	shutdownAll(t, comps)
+	assert.Equal(t, 2*570, logs.LogRecordCount())
+	assert.Zero(t, stats.Snapshot().Spans)
+}
+
+func TestShutdownWithoutStart(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	r, err := f.CreateTraces(context.Background(), receivertest.NewNopSettings(metadata.Type), f.CreateDefaultConfig(), consumertest.NewNop())
+	require.NoError(t, err)
+	require.NoError(t, r.Shutdown(context.Background()))
+	require.NoError(t, r.Shutdown(context.Background()))
+	assert.True(t, stats.Finished(), "a bench waiting on Done must not hang")
+	// Start after Shutdown does not bring it back.
+	require.NoError(t, r.Start(context.Background(), componenttest.NewNopHost()))
+	require.NoError(t, r.Shutdown(context.Background()))
+}
+
+func TestShutdownDuringGenerationIsPrompt(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users, cfg.Concurrency = 1_000_000, 2
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), consumertest.NewNop(), consumertest.NewNop(), consumertest.NewNop())
+	require.Eventually(t, func() bool { return stats.Spans.Load() > 1000 }, 10*time.Second, 5*time.Millisecond)
+
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, comps[0].Shutdown(ctx), "the first Shutdown stops every signal")
+	assert.Less(t, time.Since(began), 2*time.Second)
+	assert.True(t, stats.Finished())
+	after := stats.Snapshot().Items()
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, after, stats.Snapshot().Items(), "nothing is sent after Shutdown")
+	assert.Less(t, after, int64(cfg.Users*cfg.EventsPerUser))
+	shutdownAll(t, comps) // the other signals' Shutdown is a no-op
+}
+
+func TestRateAndDurationRoughlyHonoured(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users, cfg.Rate, cfg.Duration, cfg.BatchSize, cfg.Concurrency = 1000, 2000, time.Second, 100, 2
+	s := sinks{new(consumertest.TracesSink), new(consumertest.MetricsSink), new(consumertest.LogsSink)}
+	began := time.Now()
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), s.traces, s.metrics, s.logs)
+	waitDone(t, stats, 10*time.Second)
+	elapsed := time.Since(began)
+	shutdownAll(t, comps)
+
+	items := s.traces.SpanCount() + s.metrics.DataPointCount() + s.logs.LogRecordCount()
+	t.Logf("rate 2000/s for 1s: %d items (%d spans, %d points, %d logs) in %s", items,
+		s.traces.SpanCount(), s.metrics.DataPointCount(), s.logs.LogRecordCount(), elapsed)
+	assert.GreaterOrEqual(t, items, 1500)
+	assert.LessOrEqual(t, items, 2600)
+	assert.Less(t, elapsed, 3*time.Second)
+	// All three signals flow together, not one after the other.
+	assert.Positive(t, s.metrics.DataPointCount())
+	assert.Positive(t, s.logs.LogRecordCount())
+}
+
+func TestRefusedBatchesAreCounted(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users = 1
+	refuse := consumertest.NewErr(consumererror.NewPermanent(errors.New("no room")))
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), refuse, refuse, refuse)
+	waitDone(t, stats, 20*time.Second)
+	shutdownAll(t, comps)
+	snap := stats.Snapshot()
+	assert.Equal(t, int64(1900), snap.Items())
+	assert.Equal(t, int64(1900), snap.Refused)
+}
+
+func TestFactory(t *testing.T) {
+	f := NewFactory()
+	assert.Equal(t, metadata.Type, f.Type())
+	assert.Equal(t, component.StabilityLevelDevelopment, f.TracesStability())
+	assert.Equal(t, component.StabilityLevelDevelopment, f.MetricsStability())
+	assert.Equal(t, component.StabilityLevelDevelopment, f.LogsStability())
+
+	set := receivertest.NewNopSettings(metadata.Type)
+	ctx := context.Background()
+	cfg := f.CreateDefaultConfig()
+	tr, err := f.CreateTraces(ctx, set, cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	lr, err := f.CreateLogs(ctx, set, cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	assert.Same(t, tr, lr, "one config, one shared run")
+	other, err := f.CreateLogs(ctx, set, f.CreateDefaultConfig(), consumertest.NewNop())
+	require.NoError(t, err)
+	assert.NotSame(t, tr, other, "another config, another run")
+
+	require.NoError(t, tr.Shutdown(ctx))
+	again, err := f.CreateTraces(ctx, set, cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	assert.NotSame(t, tr, again, "a shut-down run is not reused")
+	require.NoError(t, again.Shutdown(ctx))
+	require.NoError(t, other.Shutdown(ctx))
+
+	st, ok := tr.(interface{ Stats() *Stats })
+	require.True(t, ok)
+	assert.NotNil(t, st.Stats())
+}
