@@ -40,6 +40,8 @@ type client struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	redis *redisSide // nil without a redis section
 }
 
 func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {
@@ -103,20 +105,27 @@ func (c *client) start(ctx context.Context) error {
 	attemptCtx, cancel := context.WithTimeout(ctx, startAttempt)
 	err = c.prepare(attemptCtx)
 	cancel()
-	if err == nil {
-		return nil
-	}
-	if fatal(err) {
+	if err != nil && fatal(err) {
 		pool.Close()
 		return c.explain(err)
 	}
-	c.setWaiting(err)
-	c.logger.Warn("PostgreSQL is not reachable yet; waiting for it in the background, batches are held by the queue meanwhile",
-		zap.String("target", c.target), zap.Error(err))
 	bg, stop := context.WithCancel(context.Background())
 	c.cancel = stop
-	c.wg.Add(1)
-	go c.waitReady(bg)
+	if err != nil {
+		c.setWaiting(err)
+		c.logger.Warn("PostgreSQL is not reachable yet; waiting for it in the background, batches are held meanwhile",
+			zap.String("target", c.target), zap.Error(err))
+		c.wg.Add(1)
+		go c.waitReady(bg)
+	}
+	if c.cfg.Redis.HasValue() {
+		if err := c.startRedis(ctx, bg); err != nil {
+			stop()
+			c.wg.Wait()
+			pool.Close()
+			return err
+		}
+	}
 	return nil
 }
 
@@ -207,29 +216,46 @@ func tableColumns() map[string][]string {
 	return out
 }
 
-// write sends one batch and records the outcome.
-func (c *client) write(ctx context.Context, b *rows.Batch) error {
+// errNotReady says why a batch cannot be written yet.
+func (c *client) errNotReady() error {
+	reason := errors.New("not started")
+	if p := c.waitErr.Load(); p != nil {
+		reason = *p
+	}
+	return fmt.Errorf("waiting for PostgreSQL at %s: %w", c.target, reason)
+}
+
+// writeBatch writes one batch (with its ledger ids, when l is not nil) and
+// records the outcome.
+func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledger) error {
 	if !c.ready.Load() {
-		reason := errors.New("not started")
-		if p := c.waitErr.Load(); p != nil {
-			reason = *p
-		}
-		return fmt.Errorf("waiting for PostgreSQL at %s: %w", c.target, reason)
+		return c.errNotReady()
 	}
 	begin := time.Now()
-	res, err := c.writer.Write(ctx, b)
+	var res []pgwrite.TableResult
+	var err error
+	if l != nil {
+		res, err = c.writer.WriteLedgered(ctx, b, l)
+	} else {
+		res, err = c.writer.Write(ctx, b)
+	}
 	outcome := "written"
-	if err != nil {
+	switch {
+	case errors.Is(err, pgwrite.ErrAlreadyCommitted):
+		outcome = "duplicate"
+	case err != nil:
 		outcome = pgwrite.Classify(err).String()
 	}
 	c.tel.PostgrescopyCopyDuration.Record(ctx, time.Since(begin).Seconds(),
 		metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", outcome))))
 	c.tel.PostgrescopyBatches.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", outcome))))
 	if err != nil {
-		for i, t := range rows.Tables {
-			if n := b.Rows(i); n > 0 {
-				c.tel.PostgrescopyRows.Add(ctx, int64(n), metric.WithAttributes(
-					attribute.String("table", t.Name), attribute.String("outcome", "failed")))
+		if outcome != "duplicate" {
+			for i, t := range rows.Tables {
+				if n := b.Rows(i); n > 0 {
+					c.tel.PostgrescopyRows.Add(ctx, int64(n), metric.WithAttributes(
+						attribute.String("table", t.Name), attribute.String("outcome", "failed")))
+				}
 			}
 		}
 		return err
@@ -250,6 +276,7 @@ func (c *client) shutdown() {
 		c.cancel()
 	}
 	c.wg.Wait()
+	c.stopRedis()
 	if c.pool != nil {
 		c.pool.Close()
 	}

@@ -45,6 +45,9 @@ type Config struct {
 	// logs pipelines of this exporter. Default 0: sending_queue's
 	// num_consumers × 3 signals, at least 4.
 	MaxConns int32 `mapstructure:"max_conns"`
+	// redis, when present, coordinates batching across replicas through Redis
+	// streams (see RedisConfig). Default absent: direct writes.
+	Redis configoptional.Optional[RedisConfig] `mapstructure:"redis"`
 }
 
 // Validate checks the exporter's own keys; nested sections validate themselves.

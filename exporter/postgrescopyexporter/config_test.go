@@ -69,6 +69,7 @@ func TestLoadConfig(t *testing.T) {
 				Endpoint:      "postgres://otel@127.0.0.1:5432/telemetry",
 				Schema:        "otel",
 				CreateSchema:  true,
+				Redis:         configoptional.Default(defaultRedisConfig()),
 			},
 		},
 		{
@@ -90,6 +91,7 @@ func TestLoadConfig(t *testing.T) {
 				Schema:       "telemetry",
 				CreateSchema: false,
 				MaxConns:     12,
+				Redis:        configoptional.Default(defaultRedisConfig()),
 			},
 		},
 		{
@@ -105,7 +107,25 @@ func TestLoadConfig(t *testing.T) {
 				Endpoint:     "host=127.0.0.1 port=5432 user=postgres dbname=postgres",
 				Schema:       "otel",
 				CreateSchema: true,
+				Redis:        configoptional.Default(defaultRedisConfig()),
 			},
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "redis"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				rc := defaultRedisConfig()
+				rc.Endpoint = "redis://:pw@127.0.0.1:6379/2"
+				rc.KeyPrefix = "otel-prod"
+				rc.Workers = 3
+				rc.MaxRows = 5000
+				rc.MaxWait = time.Second
+				rc.ClaimAfter = 30 * time.Second
+				rc.MaxPendingBytes = 1 << 30
+				c.Redis = configoptional.Some(rc)
+				return c
+			}(),
 		},
 	}
 	for _, tt := range tests {
@@ -131,6 +151,11 @@ func TestInvalidConfigs(t *testing.T) {
 		"negative_max_conns": `"max_conns" must be 0`,
 		"unknown_key":        `invalid keys: batch_rows`,
 		"negative_timeout":   `timeout`,
+		"redis_no_endpoint":  `"redis::endpoint" is required`,
+		"redis_bad_endpoint": `"redis::endpoint" must be host:port`,
+		"redis_bad_workers":  `"redis::workers" must be in 1..64`,
+		"redis_bad_prefix":   `"redis::key_prefix"`,
+		"redis_short_ledger": `"redis::ledger_retention"`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))

@@ -68,22 +68,54 @@ func (e *pgExporter) shutdown(context.Context) error {
 }
 
 func (e *pgExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
+	if e.redisMode() {
+		payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		return e.enqueue(ctx, "traces", payload, td.SpanCount(), err)
+	}
 	return e.push(ctx, func(b *rows.Batch) { b.AddTraces(td) })
 }
 
 func (e *pgExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
+	if e.redisMode() {
+		payload, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+		return e.enqueue(ctx, "metrics", payload, md.DataPointCount(), err)
+	}
 	return e.push(ctx, func(b *rows.Batch) { b.AddMetrics(md) })
 }
 
 func (e *pgExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
+	if e.redisMode() {
+		payload, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+		return e.enqueue(ctx, "logs", payload, ld.LogRecordCount(), err)
+	}
 	return e.push(ctx, func(b *rows.Batch) { b.AddLogs(ld) })
 }
 
-func (e *pgExporter) push(ctx context.Context, add func(*rows.Batch)) error {
+func (e *pgExporter) redisMode() bool { return e.cfg.Redis.HasValue() }
+
+// enqueue is the Redis-mode push: the request is durable once Redis has it,
+// and the flush workers write it to PostgreSQL.
+func (e *pgExporter) enqueue(ctx context.Context, signal string, payload []byte, items int, marshalErr error) error {
+	if !e.isStarted() {
+		return errNotStarted
+	}
+	if marshalErr != nil {
+		return consumererror.NewPermanent(fmt.Errorf("encode %s request: %w", signal, marshalErr))
+	}
+	if items == 0 {
+		return nil
+	}
+	return e.shared.c.enqueue(ctx, signal, payload, items)
+}
+
+func (e *pgExporter) isStarted() bool {
 	e.mu.Lock()
-	started := e.started
-	e.mu.Unlock()
-	if !started {
+	defer e.mu.Unlock()
+	return e.started
+}
+
+func (e *pgExporter) push(ctx context.Context, add func(*rows.Batch)) error {
+	if !e.isStarted() {
 		return errNotStarted
 	}
 	b := e.batches.Get().(*rows.Batch)
@@ -93,7 +125,7 @@ func (e *pgExporter) push(ctx context.Context, add func(*rows.Batch)) error {
 	if b.TotalRows() == 0 {
 		return nil
 	}
-	err := e.shared.c.write(ctx, b)
+	err := e.shared.c.writeBatch(ctx, b, nil)
 	if err == nil {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
@@ -31,6 +32,7 @@ func createDefaultConfig() component.Config {
 		RetryConfig:   configretry.NewDefaultBackOffConfig(),
 		Schema:        "otel",
 		CreateSchema:  true,
+		Redis:         configoptional.Default(defaultRedisConfig()),
 	}
 }
 

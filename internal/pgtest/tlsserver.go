@@ -40,6 +40,12 @@ type TLSServer struct {
 	Password string
 	// Dir holds the cluster, the certificates and the server log.
 	Dir string
+
+	owner   *user.User
+	pgCtl   string
+	data    string
+	logFile string
+	running bool
 }
 
 // URL returns a URL for the server without the password. sslmode "" leaves
@@ -194,7 +200,11 @@ shared_buffers = 16MB
 		}
 		t.Logf("pgtest: pg_ctl start on port %d failed, retrying: %v", s.Port, err)
 	}
+	s.owner, s.pgCtl, s.data, s.logFile, s.running = owner, pgCtl, data, logFile, true
 	t.Cleanup(func() {
+		if !s.running {
+			return
+		}
 		if out, err := runAs(owner, dir, pgCtl, "-D", data, "-m", "immediate", "-w", "stop"); err != nil {
 			t.Errorf("pgtest: pg_ctl stop: %v\n%s", err, out)
 		}
@@ -205,6 +215,28 @@ shared_buffers = 16MB
 		t.Fatalf("pgtest: TLS server does not answer: %v\nserver log:\n%s", err, serverLog)
 	}
 	return s
+}
+
+// Stop shuts the server down (fast mode: sessions are disconnected), as an
+// outage or the first half of a restart.
+func (s *TLSServer) Stop(t testing.TB) {
+	t.Helper()
+	if out, err := runAs(s.owner, s.Dir, s.pgCtl, "-D", s.data, "-m", "fast", "-w", "stop"); err != nil {
+		t.Fatalf("pgtest: pg_ctl stop: %v\n%s", err, out)
+	}
+	s.running = false
+}
+
+// Start starts a stopped server again on the same port and waits for it.
+func (s *TLSServer) Start(t testing.TB) {
+	t.Helper()
+	if out, err := runAs(s.owner, s.Dir, s.pgCtl, "-D", s.data, "-l", s.logFile, "-w", "-t", "30", "start"); err != nil {
+		t.Fatalf("pgtest: pg_ctl start: %v\n%s", err, out)
+	}
+	s.running = true
+	if err := s.waitReady(); err != nil {
+		t.Fatalf("pgtest: server does not answer after start: %v", err)
+	}
 }
 
 // waitReady connects over verify-full TLS until the server answers a query.

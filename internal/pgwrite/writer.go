@@ -23,14 +23,15 @@ type TableResult struct {
 // Writer writes batches into one schema through a pool. It is safe for
 // concurrent use: each Write takes its own connection from the pool.
 type Writer struct {
-	pool    *pgxpool.Pool
-	copySQL [len(rows.Tables)]string
-	names   [len(rows.Tables)]string
+	pool        *pgxpool.Pool
+	copySQL     [len(rows.Tables)]string
+	names       [len(rows.Tables)]string
+	ledgerTable string
 }
 
 // NewWriter prepares the COPY statements for schemaName.
 func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
-	w := &Writer{pool: pool}
+	w := &Writer{pool: pool, ledgerTable: schema.Qualified(schemaName, "ledger")}
 	for i, t := range rows.Tables {
 		w.names[i] = t.Name
 		w.copySQL[i] = CopySQL(schemaName, t)
@@ -51,9 +52,18 @@ func CopySQL(schemaName string, t rows.Table) string {
 // Write copies every non-empty table of b in one transaction and commits.
 // On error nothing of b is committed, and the error says which table failed.
 func (w *Writer) Write(ctx context.Context, b *rows.Batch) ([]TableResult, error) {
+	return w.write(ctx, b, nil)
+}
+
+func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableResult, error) {
 	var out []TableResult
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]
+		if l != nil {
+			if err := w.insertLedger(ctx, tx, l); err != nil {
+				return err
+			}
+		}
 		pc := tx.Conn().PgConn()
 		for i := range w.copySQL {
 			data, err := b.Data(i)

@@ -1,0 +1,141 @@
+package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configtls"
+)
+
+// RedisConfig turns on Redis coordination: Consume hands each request to a
+// Redis stream, and flush workers on every replica batch the streams into
+// PostgreSQL. Absent, the exporter writes directly.
+type RedisConfig struct {
+	// endpoint is host:port, or a redis:// or rediss:// URL (which may carry
+	// user, password and db). Required when the section is present. Opaque.
+	Endpoint configopaque.String `mapstructure:"endpoint"`
+	// username for Redis ACLs. Default empty.
+	Username string `mapstructure:"username"`
+	// password overrides the URL's. Default empty.
+	Password configopaque.String `mapstructure:"password"`
+	// db is the logical database (not available on Redis Cluster). Default 0.
+	DB int `mapstructure:"db"`
+	// tls, when present, connects with TLS using the Collector's TLS client
+	// settings. Default absent (a rediss:// URL also turns TLS on).
+	TLS configoptional.Optional[configtls.ClientConfig] `mapstructure:"tls"`
+	// key_prefix starts every key; replicas that share it share the work.
+	// Default "postgrescopy".
+	KeyPrefix string `mapstructure:"key_prefix"`
+	// consumer names this replica in the consumer group. Default: host name,
+	// process id and a random suffix, so a restarted replica is a new consumer
+	// and its predecessor's pending entries are claimed like any dead one's.
+	Consumer string `mapstructure:"consumer"`
+	// workers is the number of flush workers per signal on this replica, each
+	// with its own PostgreSQL transaction. Default 2, range 1..64.
+	Workers int `mapstructure:"workers"`
+	// max_rows flushes a batch once it holds this many items. Default 20000.
+	MaxRows int `mapstructure:"max_rows"`
+	// max_bytes flushes a batch once its payloads reach this size. Default 32 MiB.
+	MaxBytes int64 `mapstructure:"max_bytes"`
+	// max_wait flushes a batch this long after its first entry. Default 500ms.
+	MaxWait time.Duration `mapstructure:"max_wait"`
+	// claim_after is how long an entry may stay pending on a consumer before
+	// another replica takes it over. It must exceed the longest flush.
+	// Default 60s, at least 1s.
+	ClaimAfter time.Duration `mapstructure:"claim_after"`
+	// max_pending_bytes bounds the payload bytes one signal's stream may hold;
+	// beyond it Consume returns a retryable error (backpressure) and nothing is
+	// trimmed. Default 512 MiB; 0 means no bound.
+	MaxPendingBytes int64 `mapstructure:"max_pending_bytes"`
+	// max_pending_entries bounds the entries of one stream likewise. Default 0
+	// (no bound).
+	MaxPendingEntries int64 `mapstructure:"max_pending_entries"`
+	// ledger_retention is how long committed entry ids are remembered in the
+	// ledger table, to recognize a redelivered entry. Default 24h, at least
+	// 10 × claim_after.
+	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
+}
+
+func defaultRedisConfig() RedisConfig {
+	return RedisConfig{
+		KeyPrefix:       "postgrescopy",
+		Workers:         2,
+		MaxRows:         20_000,
+		MaxBytes:        32 << 20,
+		MaxWait:         500 * time.Millisecond,
+		ClaimAfter:      60 * time.Second,
+		MaxPendingBytes: 512 << 20,
+		LedgerRetention: 24 * time.Hour,
+	}
+}
+
+// Validate checks the redis section.
+func (rc *RedisConfig) Validate() error {
+	var errs error
+	if rc.Endpoint == "" {
+		errs = errors.Join(errs, errors.New(`"redis::endpoint" is required when the redis section is present`))
+	} else if _, err := rc.options(); err != nil {
+		errs = errors.Join(errs, err)
+	}
+	if rc.KeyPrefix == "" || strings.ContainsAny(rc.KeyPrefix, "{} \t\n") {
+		errs = errors.Join(errs, fmt.Errorf(`"redis::key_prefix" %q must be non-empty without braces or spaces`, rc.KeyPrefix))
+	}
+	if rc.Workers < 1 || rc.Workers > 64 {
+		errs = errors.Join(errs, fmt.Errorf(`"redis::workers" must be in 1..64, got %d`, rc.Workers))
+	}
+	if rc.MaxRows < 1 {
+		errs = errors.Join(errs, fmt.Errorf(`"redis::max_rows" must be positive, got %d`, rc.MaxRows))
+	}
+	if rc.MaxBytes < 1 {
+		errs = errors.Join(errs, fmt.Errorf(`"redis::max_bytes" must be positive, got %d`, rc.MaxBytes))
+	}
+	if rc.MaxWait <= 0 {
+		errs = errors.Join(errs, fmt.Errorf(`"redis::max_wait" must be positive, got %s`, rc.MaxWait))
+	}
+	if rc.ClaimAfter < time.Second {
+		errs = errors.Join(errs, fmt.Errorf(`"redis::claim_after" must be at least 1s, got %s`, rc.ClaimAfter))
+	}
+	if rc.MaxPendingBytes < 0 || rc.MaxPendingEntries < 0 {
+		errs = errors.Join(errs, errors.New(`"redis::max_pending_bytes" and "redis::max_pending_entries" must be 0 (no bound) or positive`))
+	}
+	if rc.LedgerRetention < 10*rc.ClaimAfter {
+		errs = errors.Join(errs, fmt.Errorf(`"redis::ledger_retention" (%s) must be at least 10 × claim_after (%s)`, rc.LedgerRetention, 10*rc.ClaimAfter))
+	}
+	return errs
+}
+
+// options builds the go-redis options (TLS from the tls section is applied
+// at start, where a context is available).
+func (rc *RedisConfig) options() (*redis.Options, error) {
+	ep := string(rc.Endpoint)
+	var opt *redis.Options
+	if strings.Contains(ep, "://") {
+		var err error
+		opt, err = redis.ParseURL(ep)
+		if err != nil {
+			// go-redis errors do not echo the URL, but be sure.
+			return nil, fmt.Errorf(`"redis::endpoint" is not a valid redis:// URL: %s`, strings.ReplaceAll(err.Error(), ep, "[REDACTED]"))
+		}
+	} else {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return nil, fmt.Errorf(`"redis::endpoint" must be host:port or a redis:// URL: %w`, err)
+		}
+		opt = &redis.Options{Addr: ep}
+	}
+	if rc.Username != "" {
+		opt.Username = rc.Username
+	}
+	if rc.Password != "" {
+		opt.Password = string(rc.Password)
+	}
+	if rc.DB != 0 {
+		opt.DB = rc.DB
+	}
+	return opt, nil
+}

@@ -1,0 +1,77 @@
+package pgwrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Ledger names a batch in the ledger table: the stream it came from and the
+// ids of its entries (or one content hash for a direct write).
+type Ledger struct {
+	Stream string
+	IDs    []string
+}
+
+// ErrAlreadyCommitted means an id of the batch is already in the ledger:
+// another transaction committed it (a retry after an ambiguous commit, or a
+// replica that claimed the same entry). Nothing of the batch was written.
+var ErrAlreadyCommitted = errors.New("batch already committed (ledger)")
+
+const (
+	stateUniqueViolation = "23505"
+	ledgerPrimaryKey     = "ledger_pkey"
+)
+
+// insertLedger records l inside tx. It runs before the COPYs, so a conflict
+// costs one small statement, and a concurrent writer of the same ids waits on
+// the key until the first commits or rolls back.
+func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
+	_, err := tx.Exec(ctx, "INSERT INTO "+w.ledgerTable+" (stream, entry_id) SELECT $1, unnest($2::text[])", l.Stream, l.IDs)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == stateUniqueViolation && pgErr.ConstraintName == ledgerPrimaryKey {
+		return ErrAlreadyCommitted
+	}
+	if err != nil {
+		return fmt.Errorf("record batch in ledger: %w", err)
+	}
+	return nil
+}
+
+// Committed returns which of ids the ledger holds for stream.
+func (w *Writer) Committed(ctx context.Context, stream string, ids []string) (map[string]bool, error) {
+	rows, err := w.pool.Query(ctx, "SELECT entry_id FROM "+w.ledgerTable+" WHERE stream = $1 AND entry_id = ANY($2::text[])", stream, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]bool)
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// PruneLedger deletes ledger rows older than retention.
+func (w *Writer) PruneLedger(ctx context.Context, retention time.Duration) (int64, error) {
+	tag, err := w.pool.Exec(ctx, "DELETE FROM "+w.ledgerTable+" WHERE committed_at < now() - make_interval(secs => $1)", retention.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune ledger: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// WriteLedgered is Write with l recorded in the ledger in the same
+// transaction; it returns ErrAlreadyCommitted when an id of l is there.
+func (w *Writer) WriteLedgered(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableResult, error) {
+	return w.write(ctx, b, l)
+}
