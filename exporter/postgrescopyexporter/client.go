@@ -118,6 +118,8 @@ func (c *client) start(ctx context.Context) error {
 		c.wg.Add(1)
 		go c.waitReady(bg)
 	}
+	c.wg.Add(1)
+	go c.pruneLedger(bg)
 	if c.cfg.Redis.HasValue() {
 		if err := c.startRedis(ctx, bg); err != nil {
 			stop()
@@ -214,6 +216,33 @@ func tableColumns() map[string][]string {
 		out[t.Name] = t.Columns
 	}
 	return out
+}
+
+// ledgerPruneEvery is how often old ledger rows are deleted. Every replica
+// prunes; the DELETE is idempotent and cheap on the committed_at index.
+const ledgerPruneEvery = 10 * time.Minute
+
+func (c *client) pruneLedger(ctx context.Context) {
+	defer c.wg.Done()
+	tick := time.NewTicker(ledgerPruneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !c.ready.Load() {
+			continue
+		}
+		if n, err := c.writer.PruneLedger(ctx, c.cfg.LedgerRetention); err != nil {
+			if ctx.Err() == nil {
+				c.logger.Warn("ledger prune failed", zap.Error(err))
+			}
+		} else if n > 0 {
+			c.logger.Debug("ledger pruned", zap.Int64("rows", n))
+		}
+	}
 }
 
 // errNotReady says why a batch cannot be written yet.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/collector/config/configopaque"
@@ -45,6 +46,10 @@ type Config struct {
 	// logs pipelines of this exporter. Default 0: sending_queue's
 	// num_consumers × 3 signals, at least 4.
 	MaxConns int32 `mapstructure:"max_conns"`
+	// ledger_retention is how long the ledger remembers committed batches (a
+	// direct batch's content hash, a Redis entry's id) to recognize a retry or
+	// a redelivery. Default 24h; at least 1m, and at least 10 × redis::claim_after.
+	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
 	// redis, when present, coordinates batching across replicas through Redis
 	// streams (see RedisConfig). Default absent: direct writes.
 	Redis configoptional.Optional[RedisConfig] `mapstructure:"redis"`
@@ -60,6 +65,12 @@ func (cfg *Config) Validate() error {
 	}
 	if !schema.ValidIdentifier(cfg.Schema) {
 		errs = errors.Join(errs, fmt.Errorf(`"schema" %q is not a valid identifier: use letters, digits and _, not starting with a digit, at most 63 bytes`, cfg.Schema))
+	}
+	if cfg.LedgerRetention < time.Minute {
+		errs = errors.Join(errs, fmt.Errorf(`"ledger_retention" must be at least 1m, got %s`, cfg.LedgerRetention))
+	}
+	if cfg.Redis.HasValue() && cfg.LedgerRetention < 10*cfg.Redis.Get().ClaimAfter {
+		errs = errors.Join(errs, fmt.Errorf(`"ledger_retention" (%s) must be at least 10 × redis::claim_after (%s)`, cfg.LedgerRetention, 10*cfg.Redis.Get().ClaimAfter))
 	}
 	if cfg.MaxConns < 0 {
 		errs = errors.Join(errs, fmt.Errorf(`"max_conns" must be 0 (automatic) or positive, got %d`, cfg.MaxConns))

@@ -56,10 +56,6 @@ type RedisConfig struct {
 	// max_pending_entries bounds the entries of one stream likewise. Default 0
 	// (no bound).
 	MaxPendingEntries int64 `mapstructure:"max_pending_entries"`
-	// ledger_retention is how long committed entry ids are remembered in the
-	// ledger table, to recognize a redelivered entry. Default 24h, at least
-	// 10 × claim_after.
-	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
 }
 
 func defaultRedisConfig() RedisConfig {
@@ -71,7 +67,6 @@ func defaultRedisConfig() RedisConfig {
 		MaxWait:         500 * time.Millisecond,
 		ClaimAfter:      60 * time.Second,
 		MaxPendingBytes: 512 << 20,
-		LedgerRetention: 24 * time.Hour,
 	}
 }
 
@@ -103,9 +98,6 @@ func (rc *RedisConfig) Validate() error {
 	}
 	if rc.MaxPendingBytes < 0 || rc.MaxPendingEntries < 0 {
 		errs = errors.Join(errs, errors.New(`"redis::max_pending_bytes" and "redis::max_pending_entries" must be 0 (no bound) or positive`))
-	}
-	if rc.LedgerRetention < 10*rc.ClaimAfter {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::ledger_retention" (%s) must be at least 10 × claim_after (%s)`, rc.LedgerRetention, 10*rc.ClaimAfter))
 	}
 	return errs
 }

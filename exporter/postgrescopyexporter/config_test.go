@@ -63,13 +63,14 @@ func TestLoadConfig(t *testing.T) {
 		{
 			id: component.NewID(metadata.Type),
 			want: &Config{
-				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
-				QueueConfig:   defaultQueue,
-				RetryConfig:   configretry.NewDefaultBackOffConfig(),
-				Endpoint:      "postgres://otel@127.0.0.1:5432/telemetry",
-				Schema:        "otel",
-				CreateSchema:  true,
-				Redis:         configoptional.Default(defaultRedisConfig()),
+				TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
+				QueueConfig:     defaultQueue,
+				RetryConfig:     configretry.NewDefaultBackOffConfig(),
+				Endpoint:        "postgres://otel@127.0.0.1:5432/telemetry",
+				Schema:          "otel",
+				CreateSchema:    true,
+				LedgerRetention: 24 * time.Hour,
+				Redis:           configoptional.Default(defaultRedisConfig()),
 			},
 		},
 		{
@@ -85,13 +86,14 @@ func TestLoadConfig(t *testing.T) {
 					Multiplier:          1.5,
 					RandomizationFactor: 0.5,
 				},
-				Endpoint:     configopaque.String("postgres://otel:s3cret@db.example.com:5433/telemetry?sslmode=require"),
-				Password:     "override",
-				TLS:          configoptional.Some(tls),
-				Schema:       "telemetry",
-				CreateSchema: false,
-				MaxConns:     12,
-				Redis:        configoptional.Default(defaultRedisConfig()),
+				Endpoint:        configopaque.String("postgres://otel:s3cret@db.example.com:5433/telemetry?sslmode=require"),
+				Password:        "override",
+				TLS:             configoptional.Some(tls),
+				Schema:          "telemetry",
+				CreateSchema:    false,
+				MaxConns:        12,
+				LedgerRetention: 24 * time.Hour,
+				Redis:           configoptional.Default(defaultRedisConfig()),
 			},
 		},
 		{
@@ -104,10 +106,11 @@ func TestLoadConfig(t *testing.T) {
 					r.Enabled = false
 					return r
 				}(),
-				Endpoint:     "host=127.0.0.1 port=5432 user=postgres dbname=postgres",
-				Schema:       "otel",
-				CreateSchema: true,
-				Redis:        configoptional.Default(defaultRedisConfig()),
+				Endpoint:        "host=127.0.0.1 port=5432 user=postgres dbname=postgres",
+				Schema:          "otel",
+				CreateSchema:    true,
+				LedgerRetention: 24 * time.Hour,
+				Redis:           configoptional.Default(defaultRedisConfig()),
 			},
 		},
 		{
@@ -155,7 +158,8 @@ func TestInvalidConfigs(t *testing.T) {
 		"redis_bad_endpoint": `"redis::endpoint" must be host:port`,
 		"redis_bad_workers":  `"redis::workers" must be in 1..64`,
 		"redis_bad_prefix":   `"redis::key_prefix"`,
-		"redis_short_ledger": `"redis::ledger_retention"`,
+		"redis_short_ledger": `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
+		"short_ledger":       `"ledger_retention" must be at least 1m`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))

@@ -20,6 +20,9 @@ import (
 
 var errNotStarted = errors.New("postgrescopy exporter is not started")
 
+// directStream is the ledger's stream name for direct (non-Redis) batches.
+const directStream = "direct"
+
 // pgExporter is one signal's exporter; the client behind it is shared.
 type pgExporter struct {
 	cfg    *Config
@@ -125,8 +128,17 @@ func (e *pgExporter) push(ctx context.Context, add func(*rows.Batch)) error {
 	if b.TotalRows() == 0 {
 		return nil
 	}
-	err := e.shared.c.writeBatch(ctx, b, nil)
+	id, err := pgwrite.ContentID(b)
+	if err != nil {
+		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode batch: %w", err))
+	}
+	err = e.shared.c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: []string{id}})
 	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgwrite.ErrAlreadyCommitted) {
+		// A retry of a batch whose commit succeeded unseen: done already.
+		e.logger.Debug("batch already committed; not writing it again", zap.String("ledger_id", id))
 		return nil
 	}
 	switch pgwrite.Classify(err) {

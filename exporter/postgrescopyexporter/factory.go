@@ -27,12 +27,13 @@ func NewFactory() exporter.Factory {
 
 func createDefaultConfig() component.Config {
 	return &Config{
-		TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
-		QueueConfig:   metadata.NewDefaultSendingQueueConfig(),
-		RetryConfig:   configretry.NewDefaultBackOffConfig(),
-		Schema:        "otel",
-		CreateSchema:  true,
-		Redis:         configoptional.Default(defaultRedisConfig()),
+		TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
+		QueueConfig:     metadata.NewDefaultSendingQueueConfig(),
+		RetryConfig:     configretry.NewDefaultBackOffConfig(),
+		Schema:          "otel",
+		CreateSchema:    true,
+		LedgerRetention: 24 * time.Hour,
+		Redis:           configoptional.Default(defaultRedisConfig()),
 	}
 }
 

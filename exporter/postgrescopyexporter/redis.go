@@ -22,7 +22,6 @@ import (
 // Maintenance periods of the Redis side.
 const (
 	statsEvery         = 5 * time.Second
-	ledgerPruneEvery   = 10 * time.Minute
 	consumerPruneEvery = 10 * time.Minute
 	consumerIdleLimit  = time.Hour
 	backpressureDelay  = time.Second
@@ -103,7 +102,7 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 	rs.reg = reg
 	c.redis = rs
 	c.wg.Add(1)
-	go c.maintain(bg)
+	go c.maintainRedis(bg)
 	c.logger.Info("coordinating through Redis", zap.String("redis", rs.addr),
 		zap.String("key_prefix", rc.KeyPrefix), zap.String("consumer", rs.consumer), zap.Int("workers_per_signal", rc.Workers))
 	return nil
@@ -117,14 +116,13 @@ func (rs *redisSide) observe(yield func(signal string, entries, pending, bytes i
 	}
 }
 
-// maintain refreshes the backlog gauges, prunes the ledger and forgets dead
-// consumers, each on its own period.
-func (c *client) maintain(ctx context.Context) {
+// maintainRedis refreshes the backlog gauges and forgets dead consumers.
+func (c *client) maintainRedis(ctx context.Context) {
 	defer c.wg.Done()
 	rs := c.redis
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
-	var lastPrune, lastConsumers time.Time
+	var lastConsumers time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -136,14 +134,6 @@ func (c *client) maintain(ctx context.Context) {
 				rs.mu.Lock()
 				rs.stats[sig] = st
 				rs.mu.Unlock()
-			}
-		}
-		if c.ready.Load() && time.Since(lastPrune) >= ledgerPruneEvery {
-			lastPrune = time.Now()
-			if n, err := c.writer.PruneLedger(ctx, rs.rc.LedgerRetention); err != nil {
-				c.logger.Warn("ledger prune failed", zap.Error(err))
-			} else if n > 0 {
-				c.logger.Debug("ledger pruned", zap.Int64("rows", n))
 			}
 		}
 		if time.Since(lastConsumers) >= consumerPruneEvery {
