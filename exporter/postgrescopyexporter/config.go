@@ -72,6 +72,11 @@ func (cfg *Config) Validate() error {
 	if cfg.Redis.HasValue() && cfg.LedgerRetention < 10*cfg.Redis.Get().ClaimAfter {
 		errs = errors.Join(errs, fmt.Errorf(`"ledger_retention" (%s) must be at least 10 × redis::claim_after (%s)`, cfg.LedgerRetention, 10*cfg.Redis.Get().ClaimAfter))
 	}
+	if cfg.Redis.HasValue() && cfg.QueueConfig.HasValue() && !cfg.QueueConfig.Get().WaitForResult {
+		// An in-memory queue acknowledges a request before Redis holds it,
+		// and a crash would lose what the client was told was received.
+		errs = errors.Join(errs, errors.New(`with "redis", the sending queue must not acknowledge early: set "sending_queue::enabled: false" (Redis is the queue) or "sending_queue::wait_for_result: true"`))
+	}
 	if cfg.MaxConns < 0 {
 		errs = errors.Join(errs, fmt.Errorf(`"max_conns" must be 0 (automatic) or positive, got %d`, cfg.MaxConns))
 	}

@@ -118,6 +118,7 @@ func TestLoadConfig(t *testing.T) {
 			want: func() *Config {
 				c := createDefaultConfig().(*Config)
 				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
 				rc := defaultRedisConfig()
 				rc.Endpoint = "redis://:pw@127.0.0.1:6379/2"
 				rc.KeyPrefix = "otel-prod"
@@ -160,6 +161,7 @@ func TestInvalidConfigs(t *testing.T) {
 		"redis_bad_prefix":   `"redis::key_prefix"`,
 		"redis_short_ledger": `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
 		"short_ledger":       `"ledger_retention" must be at least 1m`,
+		"redis_early_ack":    `set "sending_queue::enabled: false"`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))
