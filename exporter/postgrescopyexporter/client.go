@@ -73,6 +73,9 @@ func (c *client) poolConfig(ctx context.Context) (*pgxpool.Config, error) {
 		cc.TLSConfig = tlsCfg
 		cc.Fallbacks = nil
 	}
+	if c.cfg.QueryExecMode != "" {
+		cc.DefaultQueryExecMode = queryExecModes[c.cfg.QueryExecMode]
+	}
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "postgrescopy"
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -42,6 +43,12 @@ type Config struct {
 	// create_schema creates and migrates the schema on start. Default true;
 	// false lets a role that may only write run the exporter.
 	CreateSchema bool `mapstructure:"create_schema"`
+	// query_exec_mode chooses how pgx sends queries: cache_statement,
+	// cache_describe, describe_exec, exec or simple_protocol. Default empty:
+	// the URL's default_query_exec_mode, else pgx's cache_statement. Behind
+	// PgBouncer in transaction mode use simple_protocol (no prepared
+	// statements outliving a transaction).
+	QueryExecMode string `mapstructure:"query_exec_mode"`
 	// max_conns caps the connection pool shared by the traces, metrics and
 	// logs pipelines of this exporter. Default 0: sending_queue's
 	// num_consumers × 3 signals, at least 4.
@@ -53,6 +60,9 @@ type Config struct {
 	// redis, when present, coordinates batching across replicas through Redis
 	// streams (see RedisConfig). Default absent: direct writes.
 	Redis configoptional.Optional[RedisConfig] `mapstructure:"redis"`
+	// limits bounds the size of one value and one row; larger ones are cut
+	// with a marker, never dropped (see LimitsConfig).
+	Limits LimitsConfig `mapstructure:"limits"`
 }
 
 // Validate checks the exporter's own keys; nested sections validate themselves.
@@ -65,6 +75,9 @@ func (cfg *Config) Validate() error {
 	}
 	if !schema.ValidIdentifier(cfg.Schema) {
 		errs = errors.Join(errs, fmt.Errorf(`"schema" %q is not a valid identifier: use letters, digits and _, not starting with a digit, at most 63 bytes`, cfg.Schema))
+	}
+	if _, ok := queryExecModes[cfg.QueryExecMode]; !ok {
+		errs = errors.Join(errs, fmt.Errorf(`"query_exec_mode" %q is not one of cache_statement, cache_describe, describe_exec, exec, simple_protocol`, cfg.QueryExecMode))
 	}
 	if cfg.LedgerRetention < time.Minute {
 		errs = errors.Join(errs, fmt.Errorf(`"ledger_retention" must be at least 1m, got %s`, cfg.LedgerRetention))
@@ -90,4 +103,14 @@ var connStringInError = regexp.MustCompile("cannot parse `[^`]*`")
 
 func withoutConnString(err error) string {
 	return connStringInError.ReplaceAllString(err.Error(), "cannot parse endpoint")
+}
+
+// queryExecModes maps query_exec_mode values to pgx's; "" keeps the URL's.
+var queryExecModes = map[string]pgx.QueryExecMode{
+	"":                0,
+	"cache_statement": pgx.QueryExecModeCacheStatement,
+	"cache_describe":  pgx.QueryExecModeCacheDescribe,
+	"describe_exec":   pgx.QueryExecModeDescribeExec,
+	"exec":            pgx.QueryExecModeExec,
+	"simple_protocol": pgx.QueryExecModeSimpleProtocol,
 }

@@ -92,6 +92,7 @@ func TestLoadConfig(t *testing.T) {
 				Schema:          "telemetry",
 				CreateSchema:    false,
 				MaxConns:        12,
+				QueryExecMode:   "simple_protocol",
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 			},
@@ -162,6 +163,7 @@ func TestInvalidConfigs(t *testing.T) {
 		"redis_short_ledger": `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
 		"short_ledger":       `"ledger_retention" must be at least 1m`,
 		"redis_early_ack":    `set "sending_queue::enabled: false"`,
+		"bad_exec_mode":      `"query_exec_mode" "prepared" is not one of`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))
