@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/otel/attribute"
@@ -42,6 +43,8 @@ type client struct {
 	wg     sync.WaitGroup
 
 	redis *redisSide // nil without a redis section
+
+	maintainWarned atomic.Bool
 }
 
 func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {
@@ -122,7 +125,7 @@ func (c *client) start(ctx context.Context) error {
 		go c.waitReady(bg)
 	}
 	c.wg.Add(1)
-	go c.pruneLedger(bg)
+	go c.maintain(bg)
 	if c.cfg.Redis.HasValue() {
 		if err := c.startRedis(ctx, bg); err != nil {
 			stop()
@@ -195,21 +198,53 @@ func (c *client) prepare(ctx context.Context) error {
 	}
 	defer conn.Release()
 	if c.cfg.CreateSchema {
-		res, err := schema.Migrate(ctx, conn.Conn(), c.cfg.Schema)
-		if err != nil {
-			return err
-		}
-		if res.From != res.To {
-			c.logger.Info("schema migrated", zap.String("schema", c.cfg.Schema),
-				zap.Int("from_version", res.From), zap.Int("to_version", res.To), zap.Bool("lz4", res.LZ4))
-		}
-	} else if missing, err := schema.Missing(ctx, conn.Conn(), c.cfg.Schema, tableColumns()); err != nil {
+		err = c.migrate(ctx, conn.Conn())
+	} else {
+		err = c.checkSchema(ctx, conn.Conn())
+	}
+	if err != nil {
 		return err
-	} else if len(missing) > 0 {
+	}
+	c.ready.Store(true)
+	// Partitions ahead of now exist before the first batch; a failure here is
+	// not fatal (the default partitions take every row) and is logged.
+	c.maintainPartitions(ctx)
+	return nil
+}
+
+// migrate brings the schema to this binary's version and sets the index set.
+func (c *client) migrate(ctx context.Context, conn *pgx.Conn) error {
+	res, err := schema.Migrate(ctx, conn, c.cfg.Schema)
+	if err != nil {
+		return err
+	}
+	if res.From != res.To {
+		c.logger.Info("schema migrated", zap.String("schema", c.cfg.Schema),
+			zap.Int("from_version", res.From), zap.Int("to_version", res.To), zap.Bool("lz4", res.LZ4))
+	}
+	return schema.SetIndexes(ctx, conn, c.cfg.Schema, c.cfg.Indexes)
+}
+
+// checkSchema is create_schema: false: every table and column must exist and
+// be writable, at exactly this binary's schema version.
+func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
+	missing, err := schema.Missing(ctx, conn, c.cfg.Schema, tableColumns())
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
 		return fmt.Errorf("%w in schema %q: %v (create_schema is false: apply the DDL from the README or set create_schema: true)",
 			errMissing, c.cfg.Schema, missing)
 	}
-	c.ready.Store(true)
+	v, err := schema.Version(ctx, conn, c.cfg.Schema)
+	switch {
+	case err != nil:
+		return err
+	case v > schema.Latest():
+		return fmt.Errorf("%w: %q is at version %d, this binary knows up to %d; upgrade the collector", schema.ErrNewerSchema, c.cfg.Schema, v, schema.Latest())
+	case v < schema.Latest():
+		return fmt.Errorf("%w: %q is at version %d, this binary needs %d: run it once with create_schema: true (as the schema owner)", errMissing, c.cfg.Schema, v, schema.Latest())
+	}
 	return nil
 }
 
@@ -225,10 +260,14 @@ func tableColumns() map[string][]string {
 // prunes; the DELETE is idempotent and cheap on the committed_at index.
 const ledgerPruneEvery = 10 * time.Minute
 
-func (c *client) pruneLedger(ctx context.Context) {
+// maintain keeps partitions ahead of now and prunes the ledger, each on its
+// own period, until shutdown.
+func (c *client) maintain(ctx context.Context) {
 	defer c.wg.Done()
-	tick := time.NewTicker(ledgerPruneEvery)
+	every := min(c.cfg.Partitioning.MaintenanceInterval, ledgerPruneEvery)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	lastPartitions, lastPrune := time.Now(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -238,12 +277,42 @@ func (c *client) pruneLedger(ctx context.Context) {
 		if !c.ready.Load() {
 			continue
 		}
-		if n, err := c.writer.PruneLedger(ctx, c.cfg.LedgerRetention); err != nil {
-			if ctx.Err() == nil {
-				c.logger.Warn("ledger prune failed", zap.Error(err))
+		if time.Since(lastPartitions) >= c.cfg.Partitioning.MaintenanceInterval {
+			lastPartitions = time.Now()
+			c.maintainPartitions(ctx)
+		}
+		if time.Since(lastPrune) >= ledgerPruneEvery {
+			lastPrune = time.Now()
+			if n, err := c.writer.PruneLedger(ctx, c.cfg.LedgerRetention); err != nil {
+				if ctx.Err() == nil {
+					c.logger.Warn("ledger prune failed", zap.Error(err))
+				}
+			} else if n > 0 {
+				c.logger.Debug("ledger pruned", zap.Int64("rows", n))
 			}
-		} else if n > 0 {
-			c.logger.Debug("ledger pruned", zap.Int64("rows", n))
+		}
+	}
+}
+
+// maintainPartitions makes and drops partitions, logging what changed. A role
+// without EXECUTE on the function (create_schema: false without the grant)
+// is told once; its rows then land in the default partitions.
+func (c *client) maintainPartitions(ctx context.Context) {
+	actions, err := schema.Maintain(ctx, c.pool, c.cfg.Schema, c.cfg.Partitioning.layout())
+	if err != nil {
+		if ctx.Err() == nil && !c.maintainWarned.Swap(true) {
+			c.logger.Warn("partition maintenance failed; rows outside existing partitions go to the default partitions",
+				zap.Error(c.explain(err)))
+		}
+		return
+	}
+	c.maintainWarned.Store(false)
+	for _, a := range actions {
+		switch a.Action {
+		case "skipped":
+			c.logger.Debug("partition not created", zap.String("partition", a.Partition), zap.String("reason", a.Detail))
+		default:
+			c.logger.Info("partition "+a.Action, zap.String("partition", a.Partition), zap.String("detail", a.Detail))
 		}
 	}
 }

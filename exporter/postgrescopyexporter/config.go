@@ -53,6 +53,14 @@ type Config struct {
 	// logs pipelines of this exporter. Default 0: sending_queue's
 	// num_consumers × 3 signals, at least 4.
 	MaxConns int32 `mapstructure:"max_conns"`
+	// indexes keeps the index set that serves queries/ (recent errors, trace
+	// lookup, parent/child, per-service time range, metric series, log
+	// severity). Default true; false drops it (faster ingest, slower queries).
+	// Applied only with create_schema: true.
+	Indexes bool `mapstructure:"indexes"`
+	// partitioning lays out the daily (by default) time partitions, made
+	// ahead of time, and their retention. See PartitioningConfig.
+	Partitioning PartitioningConfig `mapstructure:"partitioning"`
 	// ledger_retention is how long the ledger remembers committed batches (a
 	// direct batch's content hash, a Redis entry's id) to recognize a retry or
 	// a redelivery. Default 24h; at least 1m, and at least 10 × redis::claim_after.

@@ -32,6 +32,8 @@ func createDefaultConfig() component.Config {
 		RetryConfig:     configretry.NewDefaultBackOffConfig(),
 		Schema:          "otel",
 		CreateSchema:    true,
+		Indexes:         true,
+		Partitioning:    defaultPartitioningConfig(),
 		LedgerRetention: 24 * time.Hour,
 		Redis:           configoptional.Default(defaultRedisConfig()),
 	}

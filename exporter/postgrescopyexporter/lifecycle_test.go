@@ -4,11 +4,13 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -197,4 +199,42 @@ func TestConcurrentStartsMigrateOnce(t *testing.T) {
 	}
 	// Each migration recorded once: nobody re-applied what another applied.
 	assert.EqualValues(t, len(schema.Migrations()), pgtest.Count(t, pgtest.Pool(t), schemaName, "schema_version"))
+}
+
+// TestLeastPrivilegeRoleRuns runs the exporter as a role holding only
+// schema.WriterGrants (the README's SQL), with create_schema: false.
+func TestLeastPrivilegeRoleRuns(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	ctx := context.Background()
+	owner, _ := startTraces(t, cfg) // the owner migrates
+	require.NoError(t, owner.ConsumeTraces(ctx, makeTraces(1, "owner")))
+
+	pool := pgtest.Pool(t)
+	role := schemaName + "_writer"
+	_, err := pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
+		_, _ = pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{role}.Sanitize())
+	})
+	_, err = pool.Exec(ctx, schema.WriterGrants(schemaName, role))
+	require.NoError(t, err)
+
+	writer := *cfg
+	writer.CreateSchema = false
+	u, err := url.Parse(pgtest.URL())
+	require.NoError(t, err)
+	u.User = url.User(role)
+	writer.Endpoint = configopaque.String(u.String())
+	set, logs := observedSettings()
+	te, err := NewFactory().CreateTraces(ctx, set, &writer)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, te.Shutdown(context.Background())) })
+	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(30, "writer")))
+	td := makeTraces(5, "retried")
+	require.NoError(t, te.ConsumeTraces(ctx, td))
+	require.NoError(t, te.ConsumeTraces(ctx, td), "the ledger lookup works with the writer's grants")
+	assert.EqualValues(t, 36, pgtest.Count(t, pool, schemaName, "spans"))
+	assert.Zero(t, logs.FilterMessageSnippet("partition maintenance failed").Len(), "maintenance runs through the owner's function")
 }

@@ -18,6 +18,28 @@ import (
 //go:embed sql/*.sql
 var files embed.FS
 
+//go:embed indexes/indexes.sql
+var indexesSQL string
+
+//go:embed roles/writer.sql
+var writerSQL string
+
+// WriterGrants is the SQL that gives role the least privileges the exporter
+// needs with create_schema: false (also printed in the README).
+func WriterGrants(schemaName, role string) string {
+	return strings.ReplaceAll(Render(writerSQL, schemaName), "{{role}}", pgx.Identifier{role}.Sanitize())
+}
+
+// Version reads the schema's version; 0 when it has none.
+func Version(ctx context.Context, conn *pgx.Conn, schemaName string) (int, error) {
+	var v int
+	err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+Qualified(schemaName, "schema_version")).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version of %q: %w", schemaName, err)
+	}
+	return v, nil
+}
+
 // Migration is one versioned DDL step.
 type Migration struct {
 	Version int
@@ -60,8 +82,12 @@ var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // plain SQL identifier of at most 63 bytes. It is quoted anyway wherever used.
 func ValidIdentifier(s string) bool { return identRe.MatchString(s) }
 
-// Render replaces the {{schema}} placeholder with the quoted schema name.
+// Render replaces the {{schema}} placeholder with the quoted schema name, and
+// {{schema_lit}} with the name as a string literal (for format('%I') in
+// PL/pgSQL). Names are validated identifiers, so quoting is belt and braces.
 func Render(sql, schemaName string) string {
+	lit := "'" + strings.ReplaceAll(schemaName, "'", "''") + "'"
+	sql = strings.ReplaceAll(sql, "{{schema_lit}}", lit)
 	return strings.ReplaceAll(sql, "{{schema}}", pgx.Identifier{schemaName}.Sanitize())
 }
 
@@ -91,6 +117,12 @@ type Result struct {
 // transaction-scoped advisory lock so that concurrent starters wait for the
 // first one and then find nothing left to do.
 func Migrate(ctx context.Context, conn *pgx.Conn, schemaName string) (Result, error) {
+	return MigrateTo(ctx, conn, schemaName, Latest())
+}
+
+// MigrateTo applies the migrations up to version target only: tests use it
+// to build an old schema and check the upgrade from it.
+func MigrateTo(ctx context.Context, conn *pgx.Conn, schemaName string, target int) (Result, error) {
 	var res Result
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schemaName)); err != nil {
@@ -114,7 +146,7 @@ func Migrate(ctx context.Context, conn *pgx.Conn, schemaName string) (Result, er
 			return fmt.Errorf("%w: %s is at version %d, this binary knows up to %d; upgrade the collector", ErrNewerSchema, q, res.From, latest)
 		}
 		for _, m := range Migrations() {
-			if m.Version <= res.From {
+			if m.Version <= res.From || m.Version > target {
 				continue
 			}
 			if _, err := tx.Exec(ctx, Render(m.SQL, schemaName)); err != nil {
@@ -124,6 +156,9 @@ func Migrate(ctx context.Context, conn *pgx.Conn, schemaName string) (Result, er
 				return fmt.Errorf("record migration %s: %w", m.Name, err)
 			}
 			res.To = m.Version
+		}
+		if res.To == res.From {
+			return nil
 		}
 		lz4, err := useLZ4(ctx, tx, schemaName)
 		res.LZ4 = lz4
@@ -232,4 +267,39 @@ WHERE c.table_schema = $1`, schemaName)
 		}
 	}
 	return missing, nil
+}
+
+var indexNameRe = regexp.MustCompile(`(?m)^CREATE INDEX IF NOT EXISTS (\w+) ON`)
+
+// IndexNames lists the indexes of the query index set.
+func IndexNames() []string {
+	var out []string
+	for _, m := range indexNameRe.FindAllStringSubmatch(indexesSQL, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// SetIndexes creates the query index set when on, and drops it when off.
+// Creating is idempotent; on a large existing table the first creation
+// takes as long as building the index.
+// It holds the migration lock, so replicas starting together do it once.
+func SetIndexes(ctx context.Context, conn *pgx.Conn, schemaName string, on bool) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schemaName)); err != nil {
+			return fmt.Errorf("take migration lock: %w", err)
+		}
+		if on {
+			if _, err := tx.Exec(ctx, Render(indexesSQL, schemaName)); err != nil {
+				return fmt.Errorf("create indexes: %w", err)
+			}
+			return nil
+		}
+		for _, name := range IndexNames() {
+			if _, err := tx.Exec(ctx, "DROP INDEX IF EXISTS "+Qualified(schemaName, name)); err != nil {
+				return fmt.Errorf("drop index %s: %w", name, err)
+			}
+		}
+		return nil
+	})
 }

@@ -1,0 +1,322 @@
+package schema_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+func migrated(t *testing.T) (*pgxpool.Pool, string) {
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = schema.Migrate(context.Background(), conn.Conn(), name)
+	require.NoError(t, err)
+	require.NoError(t, schema.SetIndexes(context.Background(), conn.Conn(), name, true))
+	return pool, name
+}
+
+func q(name, sql string) string { return strings.ReplaceAll(sql, "S.", pgx.Identifier{name}.Sanitize()+".") }
+
+// partitions returns spans' partitions (not the default) and their bounds.
+func partitions(t *testing.T, pool *pgxpool.Pool, name string) map[string]string {
+	rows, err := pool.Query(context.Background(), `
+SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
+FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = $1::regclass`, pgx.Identifier{name, "spans"}.Sanitize())
+	require.NoError(t, err)
+	out := map[string]string{}
+	for rows.Next() {
+		var n, b string
+		require.NoError(t, rows.Scan(&n, &b))
+		out[n] = b
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+var daily = schema.Partitioning{Interval: 24 * time.Hour, Premake: 3}
+
+func TestPartitionsAheadOfNow(t *testing.T) {
+	pool, name := migrated(t)
+	actions, err := schema.Maintain(context.Background(), pool, name, daily)
+	require.NoError(t, err)
+	// 7 tables × (yesterday, today and 3 ahead).
+	assert.Len(t, actions, 7*5)
+	parts := partitions(t, pool, name)
+	assert.Contains(t, parts, "spans_default")
+	ahead := time.Now().UTC().Add(72 * time.Hour).Truncate(24 * time.Hour)
+	assert.Contains(t, parts, "spans_p"+ahead.Format("20060102")+"_0000")
+	assert.Len(t, parts, 6)
+
+	// Idempotent: a second run creates nothing.
+	actions, err = schema.Maintain(context.Background(), pool, name, daily)
+	require.NoError(t, err)
+	assert.Empty(t, actions)
+}
+
+func TestEveryTimestampLands(t *testing.T) {
+	pool, name := migrated(t)
+	ctx := context.Background()
+	_, err := schema.Maintain(ctx, pool, name, daily)
+	require.NoError(t, err)
+	for _, ts := range []string{"now()", "now() - interval '1 year'", "'1970-01-01 00:00:00+00'", "now() + interval '10 years'"} {
+		_, err := pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags,
+  span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+VALUES (`+ts+`, 0, `+ts+`, 0, 0, 'x', 'Internal', 'Unset', '{}', 0, 0, 0, '{}', '{}', 0, 0)`))
+		require.NoError(t, err, ts)
+	}
+	var inDefault, total int64
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT count(*) FROM S.spans_default`)).Scan(&inDefault))
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT count(*) FROM S.spans`)).Scan(&total))
+	assert.EqualValues(t, 4, total)
+	assert.EqualValues(t, 3, inDefault, "the year-old, zero and far-future rows are in the default partition")
+}
+
+func TestRetentionDropsOnlyExpired(t *testing.T) {
+	pool, name := migrated(t)
+	ctx := context.Background()
+	_, err := schema.Maintain(ctx, pool, name, daily)
+	require.NoError(t, err)
+	// An old partition and old rows in the default one, as left by a
+	// collector that ran ten days ago.
+	_, err = pool.Exec(ctx, q(name, `CREATE TABLE S.spans_old PARTITION OF S.spans
+  FOR VALUES FROM (now() - interval '10 days') TO (now() - interval '9 days')`))
+	require.NoError(t, err)
+	for _, ts := range []string{"now() - interval '20 days'", "now() - interval '2 days'"} {
+		_, err := pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags,
+  span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+VALUES (`+ts+`, 0, `+ts+`, 0, 0, 'x', 'Internal', 'Unset', '{}', 0, 0, 0, '{}', '{}', 0, 0)`))
+		require.NoError(t, err)
+	}
+	before := partitions(t, pool, name)
+	require.Contains(t, before, "spans_old")
+
+	week := daily
+	week.Retention = 7 * 24 * time.Hour
+	actions, err := schema.Maintain(ctx, pool, name, week)
+	require.NoError(t, err)
+	after := partitions(t, pool, name)
+	assert.NotContains(t, after, "spans_old")
+	assert.Len(t, after, len(before)-1, "only the expired partition is dropped")
+	var dropped, expired int
+	for _, a := range actions {
+		switch a.Action {
+		case "dropped":
+			dropped++
+			assert.Equal(t, "spans_old", a.Partition)
+		case "expired":
+			expired++
+			assert.Equal(t, "spans_default", a.Partition)
+		}
+	}
+	assert.Equal(t, 1, dropped)
+	assert.Equal(t, 1, expired)
+	var left int64
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT count(*) FROM S.spans_default`)).Scan(&left))
+	assert.EqualValues(t, 1, left, "the 2-day-old row stays, the 20-day-old one is gone")
+}
+
+func TestConcurrentMigrationsApplyOnce(t *testing.T) {
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pool.Acquire(context.Background())
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer conn.Release()
+			_, errs[i] = schema.Migrate(context.Background(), conn.Conn(), name)
+			if errs[i] == nil {
+				errs[i] = schema.SetIndexes(context.Background(), conn.Conn(), name, true)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	var n, distinct int
+	require.NoError(t, pool.QueryRow(context.Background(), q(name, `SELECT count(*), count(DISTINCT version) FROM S.schema_version`)).Scan(&n, &distinct))
+	assert.Equal(t, len(schema.Migrations()), n)
+	assert.Equal(t, n, distinct)
+}
+
+func TestIndexesSwitchable(t *testing.T) {
+	pool, name := migrated(t)
+	ctx := context.Background()
+	count := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = ANY($2)`,
+			name, schema.IndexNames()).Scan(&n))
+		return n
+	}
+	require.Len(t, schema.IndexNames(), 10)
+	assert.Equal(t, 10, count())
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	require.NoError(t, schema.SetIndexes(ctx, conn.Conn(), name, false))
+	assert.Equal(t, 0, count())
+	require.NoError(t, schema.SetIndexes(ctx, conn.Conn(), name, true))
+	assert.Equal(t, 10, count())
+}
+
+func explain(t *testing.T, pool *pgxpool.Pool, sql string) string {
+	rows, err := pool.Query(context.Background(), "EXPLAIN "+sql)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var l string
+		require.NoError(t, rows.Scan(&l))
+		lines = append(lines, l)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(lines, "\n")
+}
+
+func TestQueriesUseIndexesAndRecentPartitions(t *testing.T) {
+	pool, name := migrated(t)
+	ctx := context.Background()
+	_, err := schema.Maintain(ctx, pool, name, daily)
+	require.NoError(t, err)
+	// 30,000 spans over the last two days, 1% errors, plus old ones in the
+	// default partition, then fresh statistics.
+	_, err = pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, trace_id, span_id, flags,
+  service_name, span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+SELECT now() - (i || ' seconds')::interval * 5, 0, now(), 1000, md5(i::text)::uuid, i, 0,
+  'svc-' || (i % 20), 'op', 'Server', CASE WHEN i % 100 = 0 THEN 'Error' ELSE 'Ok' END, '{}', 0, 0, 0, '{}', '{}', 0, 0
+FROM generate_series(1, 30000) i;
+INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind, status_code,
+  span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+SELECT now() - interval '1 year', 0, now(), 1, 0, 'old', 'Server', 'Error', '{}', 0, 0, 0, '{}', '{}', 0, 0 FROM generate_series(1, 1000);
+ANALYZE S.spans;`))
+	require.NoError(t, err)
+
+	recentErrors := explain(t, pool, q(name, `SELECT * FROM S.spans WHERE status_code = 'Error' ORDER BY start_time DESC LIMIT 50`))
+	// Partitions name their copy of an index after its columns: the errors
+	// index is the only one on start_time alone.
+	today := "spans_p" + time.Now().UTC().Format("20060102") + "_0000"
+	assert.Contains(t, recentErrors, "Index Scan using "+today+"_start_time_idx", recentErrors)
+
+	trace := explain(t, pool, q(name, `SELECT * FROM S.spans WHERE trace_id = md5('1234')::uuid`))
+	assert.Contains(t, trace, "Index Scan using "+today+"_trace_id_span_id_idx", trace)
+	assert.NotContains(t, trace, "Seq Scan on "+today, trace)
+
+	// A recent window, as queries/ write it: bounded on both sides, so
+	// partitions outside it (the default one included) are pruned.
+	recent := explain(t, pool, q(name, `SELECT service_name, count(*) FROM S.spans
+WHERE start_time > now() - interval '1 hour' AND start_time <= now() GROUP BY 1`))
+	now := time.Now().UTC()
+	assert.Contains(t, recent, "spans_p"+now.Format("20060102"), recent)
+	for _, other := range []string{"spans_default", "spans_p" + now.Add(24*time.Hour).Format("20060102"),
+		"spans_p" + now.Add(48*time.Hour).Format("20060102")} {
+		assert.NotContains(t, recent, other+" ", "the recent window scans only recent partitions:\n"+recent)
+	}
+}
+
+// TestUpgradeFromFirstSchemaKeepsRows builds the first released schema
+// (version 1, unpartitioned) with rows, migrates it, and finds every row.
+func TestUpgradeFromFirstSchemaKeepsRows(t *testing.T) {
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	res, err := schema.MigrateTo(ctx, conn.Conn(), name, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.To)
+	_, err = pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, trace_id, span_id, flags,
+  service_name, span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+SELECT now() - (i || ' minutes')::interval, i % 1000, now(), i, md5(i::text)::uuid, i, 0, 'svc', 'op-' || i, 'Server', 'Ok',
+  jsonb_build_object('i', i), 0, 0, 0, '{}', '{}', 0, 0 FROM generate_series(1, 500) i;
+INSERT INTO S.logs ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns, flags, severity_number,
+  body, log_attributes, dropped_attributes_count, resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+SELECT now(), 0, now(), 0, 0, 9, to_jsonb('line ' || i), '{}', 0, '{}', '{}', 0, 0 FROM generate_series(1, 300) i;
+INSERT INTO S.metrics_gauge ("time", time_frac_ns, metric_name, metric_metadata, attributes, flags, value,
+  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+SELECT now(), 0, 'g', '{}', '{}', 0, i, '{}', '{}', 0, 0 FROM generate_series(1, 200) i;`))
+	require.NoError(t, err)
+	var sumBefore int64
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT sum((span_attributes->>'i')::bigint) FROM S.spans`)).Scan(&sumBefore))
+
+	res, err = schema.Migrate(ctx, conn.Conn(), name)
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.From)
+	assert.Equal(t, schema.Latest(), res.To)
+
+	var spans, logs, gauges, sumAfter int64
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT (SELECT count(*) FROM S.spans), (SELECT count(*) FROM S.logs),
+  (SELECT count(*) FROM S.metrics_gauge), (SELECT sum((span_attributes->>'i')::bigint) FROM S.spans)`)).Scan(&spans, &logs, &gauges, &sumAfter))
+	assert.EqualValues(t, 500, spans)
+	assert.EqualValues(t, 300, logs)
+	assert.EqualValues(t, 200, gauges)
+	assert.Equal(t, sumBefore, sumAfter)
+	var partitioned bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = $1::regclass`,
+		pgx.Identifier{name, "spans"}.Sanitize()).Scan(&partitioned))
+	assert.True(t, partitioned)
+}
+
+// TestLeastPrivilegeWriter grants a fresh role exactly WriterGrants and
+// checks it can do the exporter's work and nothing more.
+func TestLeastPrivilegeWriter(t *testing.T) {
+	pool, name := migrated(t)
+	ctx := context.Background()
+	role := name + "_writer"
+	_, err := pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
+		_, _ = pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{role}.Sanitize())
+	})
+	_, err = pool.Exec(ctx, schema.WriterGrants(name, role))
+	require.NoError(t, err)
+
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "SET ROLE "+pgx.Identifier{role}.Sanitize())
+	require.NoError(t, err)
+	defer func() { _, _ = conn.Exec(context.Background(), "RESET ROLE") }()
+
+	want := map[string][]string{"spans": {"span_name"}, "ledger": {"entry_id"}}
+	missing, err := schema.Missing(ctx, conn.Conn(), name, want)
+	require.NoError(t, err)
+	assert.Empty(t, missing)
+	_, err = schema.Maintain(ctx, conn.Conn(), name, daily)
+	require.NoError(t, err, "maintenance runs through the owner's function")
+	_, err = conn.Exec(ctx, q(name, `INSERT INTO S.ledger (stream, entry_id) VALUES ('x', 'y')`))
+	require.NoError(t, err)
+
+	_, err = conn.Exec(ctx, q(name, `CREATE TABLE S.intruder (x int)`))
+	require.ErrorContains(t, err, "permission denied")
+	_, err = conn.Exec(ctx, q(name, `DROP TABLE S.spans`))
+	require.ErrorContains(t, err, "must be owner")
+	_, err = conn.Exec(ctx, q(name, `DELETE FROM S.spans`))
+	require.ErrorContains(t, err, "permission denied")
+}
