@@ -138,7 +138,7 @@ func (c *client) start(ctx context.Context) error {
 }
 
 func fatal(err error) bool {
-	return errors.Is(err, schema.ErrNewerSchema) || errors.Is(err, errMissing) ||
+	return errors.Is(err, schema.ErrNewerSchema) || errors.Is(err, errMissing) || errors.Is(err, schema.ErrNoCitus) ||
 		pgwrite.Classify(err) == pgwrite.Config
 }
 
@@ -222,7 +222,13 @@ func (c *client) migrate(ctx context.Context, conn *pgx.Conn) error {
 		c.logger.Info("schema migrated", zap.String("schema", c.cfg.Schema),
 			zap.Int("from_version", res.From), zap.Int("to_version", res.To), zap.Bool("lz4", res.LZ4))
 	}
-	return schema.SetIndexes(ctx, conn, c.cfg.Schema, c.cfg.Indexes)
+	if err := schema.SetIndexes(ctx, conn, c.cfg.Schema, c.cfg.Indexes); err != nil {
+		return err
+	}
+	if c.cfg.Distribution == distributionCitus {
+		return schema.Distribute(ctx, conn, c.cfg.Schema)
+	}
+	return nil
 }
 
 // checkSchema is create_schema: false: every table and column must exist and

@@ -53,6 +53,11 @@ type Config struct {
 	// logs pipelines of this exporter. Default 0: sending_queue's
 	// num_consumers × 3 signals, at least 4.
 	MaxConns int32 `mapstructure:"max_conns"`
+	// distribution is "" (one PostgreSQL) or "citus": at start, after the
+	// migrations, the tables are distributed on the Citus coordinator named by
+	// endpoint (spans and logs by trace_id, colocated; metrics by
+	// metric_name). Default "".
+	Distribution string `mapstructure:"distribution"`
 	// indexes keeps the index set that serves queries/ (recent errors, trace
 	// lookup, parent/child, per-service time range, metric series, log
 	// severity). Default true; false drops it (faster ingest, slower queries).
@@ -84,6 +89,9 @@ func (cfg *Config) Validate() error {
 	if !schema.ValidIdentifier(cfg.Schema) {
 		errs = errors.Join(errs, fmt.Errorf(`"schema" %q is not a valid identifier: use letters, digits and _, not starting with a digit, at most 63 bytes`, cfg.Schema))
 	}
+	if cfg.Distribution != "" && cfg.Distribution != distributionCitus {
+		errs = errors.Join(errs, fmt.Errorf(`"distribution" must be empty or "citus", got %q`, cfg.Distribution))
+	}
 	if _, ok := queryExecModes[cfg.QueryExecMode]; !ok {
 		errs = errors.Join(errs, fmt.Errorf(`"query_exec_mode" %q is not one of cache_statement, cache_describe, describe_exec, exec, simple_protocol`, cfg.QueryExecMode))
 	}
@@ -112,6 +120,8 @@ var connStringInError = regexp.MustCompile("cannot parse `[^`]*`")
 func withoutConnString(err error) string {
 	return connStringInError.ReplaceAllString(err.Error(), "cannot parse endpoint")
 }
+
+const distributionCitus = "citus"
 
 // queryExecModes maps query_exec_mode values to pgx's; "" keeps the URL's.
 var queryExecModes = map[string]pgx.QueryExecMode{

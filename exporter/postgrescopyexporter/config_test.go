@@ -170,6 +170,7 @@ func TestInvalidConfigs(t *testing.T) {
 		"short_ledger":       `"ledger_retention" must be at least 1m`,
 		"redis_early_ack":    `set "sending_queue::enabled: false"`,
 		"bad_exec_mode":      `"query_exec_mode" "prepared" is not one of`,
+		"bad_distribution":   `"distribution" must be empty or "citus"`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))

@@ -238,3 +238,13 @@ func TestLeastPrivilegeRoleRuns(t *testing.T) {
 	assert.EqualValues(t, 36, pgtest.Count(t, pool, schemaName, "spans"))
 	assert.Zero(t, logs.FilterMessageSnippet("partition maintenance failed").Len(), "maintenance runs through the owner's function")
 }
+
+func TestCitusDistributionWithoutCitusFailsStart(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.Distribution = "citus"
+	te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	err = te.Start(context.Background(), componenttest.NewNopHost())
+	require.ErrorIs(t, err, schema.ErrNoCitus)
+	require.NoError(t, te.Shutdown(context.Background()))
+}
