@@ -13,7 +13,7 @@ export POSTGRESCOPY_TEST_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslm
 export POSTGRESCOPY_COLLECTOR := $(COLLECTOR)
 export POSTGRESCOPY_TELEMETRYGEN := $(TELEMETRYGEN)
 
-.PHONY: all tools build run test unit lint services clean
+.PHONY: all tools build run test unit lint services clean bench soak fuzz
 
 all: build
 
@@ -54,6 +54,39 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_build/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
+
+# Crash soak, kept out of `make test` (it takes minutes): the built collector
+# under OTLP load with Redis coordination, SIGKILLed and restarted at random
+# moments, then every acknowledged span checked in PostgreSQL exactly once.
+# Extra flags: make soak SOAK_FLAGS='-kills 8 -seed 42'.
+SOAK_FLAGS ?=
+soak: build services
+	$(GO) run ./cmd/soak -collector $(COLLECTOR) $(SOAK_FLAGS)
+
+# Fuzzing, kept out of `make test`: each target runs for FUZZTIME from its seed
+# corpus in the package's testdata/fuzz/; a crash is written there too, and
+# then fails `go test` until fixed (keep it: it is the regression test).
+FUZZTIME ?= 20s
+FUZZ_TARGETS := ./internal/rows:FuzzAddTraces ./internal/rows:FuzzAddLogs ./internal/rows:FuzzAddMetrics \
+	./internal/jsonb:FuzzAppendString ./internal/jsonb:FuzzAppendValue ./internal/jsonb:FuzzTruncate
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t#*:} ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
+
+# The article's three experiments on this machine, against the raw psql \copy
+# ceiling (docs/benchmarks.md): write strategies at growing scale, writes while
+# queries/ run, and the indexes. About 10 minutes on 2 cores with the
+# defaults; results go to bench/results/. Bigger machines reach the article's
+# scale with e.g. make bench SCALE=100,500,1000 USERS=500; PARTS picks parts,
+# BENCH_FLAGS passes any other flag of cmd/bench (-runs, -strategies...).
+SCALE ?= 2,5,10
+USERS ?= 10
+PARTS ?= ceiling,strategies,mixed,indexes
+BENCH_FLAGS ?=
+bench: build services
+	$(GO) run ./cmd/bench -scale $(SCALE) -users $(USERS) -parts $(PARTS) -collector $(COLLECTOR) $(BENCH_FLAGS)
 
 clean:
 	rm -rf _build

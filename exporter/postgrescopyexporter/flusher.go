@@ -191,10 +191,11 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 	return entries, nil
 }
 
-// flush writes entries' rows and their ledger ids in one transaction, then
-// acknowledges the entries. Entries the ledger already holds were committed
-// before (a crash between COMMIT and XACK): they are acknowledged, not
-// written again.
+// flush writes entries' rows and their ledger keys in one transaction, then
+// acknowledges the entries. An entry's ledger key is a hash of its payload
+// (pgwrite.PayloadID), not its stream id, so that both a redelivered entry (a
+// crash between COMMIT and XACK) and a request added twice (a lost XADD
+// reply, retried) are recognized: they are acknowledged, not written again.
 func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 	key := f.stream.Keys().Stream
 	for attempt := 0; ; attempt++ {
@@ -223,13 +224,14 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 	}
 }
 
-// splitCommitted separates entries whose ids the ledger holds. Only entries
-// that may have been delivered before need the lookup.
+// splitCommitted separates entries whose keys the ledger holds. Only entries
+// that may have been delivered before need the lookup; a duplicate added as a
+// new entry shows as a key conflict at insert, and is then looked up (force).
 func (f *flusher) splitCommitted(ctx context.Context, key string, entries []coord.Entry, force bool) (todo, done []coord.Entry, err error) {
 	var ids []string
 	for _, e := range entries {
 		if e.Redelivered || force {
-			ids = append(ids, e.ID)
+			ids = append(ids, pgwrite.PayloadID(e.Data))
 		}
 	}
 	if len(ids) == 0 {
@@ -240,7 +242,7 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []coor
 		return nil, nil, err
 	}
 	for _, e := range entries {
-		if committed[e.ID] {
+		if committed[pgwrite.PayloadID(e.Data)] {
 			done = append(done, e)
 		} else {
 			todo = append(todo, e)
@@ -253,8 +255,16 @@ func (f *flusher) write(ctx context.Context, key string, entries []coord.Entry) 
 	b := &f.batch
 	b.Reset()
 	ids := make([]string, 0, len(entries))
+	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		ids = append(ids, e.ID)
+		id := pgwrite.PayloadID(e.Data)
+		if seen[id] {
+			// The same request twice in one batch: write it once.
+			f.c.tel.PostgrescopyLedgerHits.Add(ctx, 1, f.attrs)
+			continue
+		}
+		seen[id] = true
+		ids = append(ids, id)
 		if err := f.sig.decode(e.Data, b); err != nil {
 			// A payload we wrote ourselves cannot be decoded: a foreign or
 			// corrupted entry. It is recorded in the ledger (so it is acked)

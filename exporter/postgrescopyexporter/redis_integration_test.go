@@ -203,7 +203,7 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	var ids []string
 	for _, e := range entries[:6] {
 		require.NoError(t, signals[0].decode(e.Data, &b))
-		ids = append(ids, e.ID)
+		ids = append(ids, pgwrite.PayloadID(e.Data))
 	}
 	_, err = pgwrite.NewWriter(pool, schemaName).WriteLedgered(ctx, &b, &pgwrite.Ledger{Stream: keys.Stream, IDs: ids})
 	require.NoError(t, err)
@@ -319,4 +319,38 @@ func TestRedisBoundedWhilePostgresIsDownThenDrains(t *testing.T) {
 	used, err = rdb.Get(context.Background(), coord.KeysFor(prefix, "traces").Bytes).Int64()
 	require.NoError(t, err)
 	assert.Zero(t, used, "the byte counter returns to zero once drained")
+}
+
+// TestRedisDuplicateEntryIsWrittenOnce stands for an XADD whose reply was lost
+// and that was retried: the same request is in the stream twice, once in the
+// same batch and once after the first was committed.
+func TestRedisDuplicateEntryIsWrittenOnce(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	keys := coord.KeysFor(prefix, "traces")
+	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
+	require.NoError(t, s.EnsureGroup(ctx))
+	payloads := map[int][]byte{}
+	for _, req := range []int{1, 2} {
+		p, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(uniqueTraces(req, 10))
+		require.NoError(t, err)
+		payloads[req] = p
+	}
+	add := func(req int) {
+		_, err := s.Add(ctx, payloads[req], 10)
+		require.NoError(t, err)
+	}
+	add(1)
+	add(1) // same batch
+	add(2)
+	_, _ = startTraces(t, withRedis(cfg, prefix, "dup"))
+	pool := pgtest.Pool(t)
+	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
+	add(2) // after its twin was committed
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
+	total, distinct := countSpans(t, q, schemaName)
+	assert.EqualValues(t, 20, total)
+	assert.EqualValues(t, 20, distinct)
 }

@@ -98,3 +98,10 @@ func ContentID(b *rows.Batch) (string, error) {
 	}
 	return strconv.FormatUint(h.Sum64(), 16) + "-" + strconv.Itoa(b.TotalRows()), nil
 }
+
+// PayloadID identifies a Redis entry by its payload, so that the same
+// request added twice (a lost XADD reply retried by the client library or the
+// Collector) is one ledger key and is written once.
+func PayloadID(payload []byte) string {
+	return strconv.FormatUint(xxhash.Sum64(payload), 16) + "-" + strconv.Itoa(len(payload))
+}
