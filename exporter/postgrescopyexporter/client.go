@@ -255,10 +255,11 @@ func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 }
 
 func tableColumns() map[string][]string {
-	out := make(map[string][]string, len(rows.Tables))
+	out := make(map[string][]string, len(rows.Tables)+1)
 	for _, t := range rows.Tables {
 		out[t.Name] = t.Columns
 	}
+	out[pgwrite.RejectsTable] = pgwrite.RejectsColumns
 	return out
 }
 
@@ -367,6 +368,7 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 		}
 		return err
 	}
+	c.reportRejects(ctx, b)
 	for _, r := range res {
 		c.tel.PostgrescopyRows.Add(ctx, int64(r.Rows), metric.WithAttributes(
 			attribute.String("table", r.Table), attribute.String("outcome", "written")))

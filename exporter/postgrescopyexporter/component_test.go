@@ -115,6 +115,7 @@ func TestMetadataTelemetryIsEmitted(t *testing.T) {
 	tb.PostgrescopyClaimedEntries.Add(ctx, 1)
 	tb.PostgrescopyLedgerHits.Add(ctx, 1)
 	tb.PostgrescopyUndecodableEntries.Add(ctx, 1)
+	tb.PostgrescopyRejectedRows.Add(ctx, 1)
 	_, err = tb.RegisterStreamGauges(func(yield func(string, int64, int64, int64)) { yield("traces", 1, 1, 1) })
 	require.NoError(t, err)
 

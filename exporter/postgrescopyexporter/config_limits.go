@@ -29,8 +29,8 @@ type LimitsConfig struct {
 	// max_value_bytes bounds each text value, attribute key or string, log
 	// body string and bytes value (as base64), in bytes as stored; a longer
 	// one keeps its first bytes, cut between characters, and ends with
-	// "[postgrescopy: truncated from N bytes]". Default 0: 65536 (64 KiB);
-	// otherwise 1024 to max_row_bytes.
+	// "[postgrescopy: truncated from N bytes]". Default 0: 65536 (64 KiB), or
+	// max_row_bytes if smaller; otherwise 1024 to max_row_bytes.
 	MaxValueBytes int `mapstructure:"max_value_bytes"`
 	// max_row_bytes bounds one row as encoded; a longer row has its largest
 	// text and jsonb values cut to a common share, with markers (numbers and
@@ -54,14 +54,15 @@ func (l *LimitsConfig) Validate() error {
 	return errs
 }
 
-// rows returns the limits with the defaults applied, for rows.Batch.
+// rows returns the limits with the defaults applied, for rows.Batch; the
+// default value limit never exceeds the row limit.
 func (l LimitsConfig) rows() rows.Limits {
 	out := rows.Limits{MaxValue: l.MaxValueBytes, MaxRow: l.MaxRowBytes}
-	if out.MaxValue == 0 {
-		out.MaxValue = defaultMaxValueBytes
-	}
 	if out.MaxRow == 0 {
 		out.MaxRow = defaultMaxRowBytes
+	}
+	if out.MaxValue == 0 {
+		out.MaxValue = min(defaultMaxValueBytes, out.MaxRow)
 	}
 	return out
 }

@@ -41,7 +41,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 		return nil, err
 	}
 	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s}
-	e.batches.New = func() any { return new(rows.Batch) }
+	e.batches.New = func() any { return cfg.newBatch() }
 	return e, nil
 }
 
@@ -143,14 +143,17 @@ func (e *pgExporter) push(ctx context.Context, add func(*rows.Batch)) error {
 	}
 	switch pgwrite.Classify(err) {
 	case pgwrite.Data:
+		// Refused rows are isolated into the rejects table; a data error
+		// that still comes back could not be (the rejects table refused
+		// them too): retrying cannot help.
 		e.logger.Error("PostgreSQL refused the batch's data; dropping it",
 			zap.Int("rows", b.TotalRows()), zap.Error(err))
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: %w", err))
 	case pgwrite.Config:
 		// Kept retryable: an operator can fix a privilege or a table while
-		// retry_on_failure holds the batch.
-		e.logger.Error("PostgreSQL refused the write; fix the configuration",
-			zap.Error(e.shared.c.explain(err)))
+		// retry_on_failure holds the batch. The error carries the fix.
+		err = e.shared.c.explain(err)
+		e.logger.Error("PostgreSQL refused the write; fix the configuration", zap.Error(err))
 		return err
 	default:
 		return err

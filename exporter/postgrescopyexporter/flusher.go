@@ -63,7 +63,7 @@ type flusher struct {
 	logger *zap.Logger
 	attrs  metric.MeasurementOption
 
-	batch       rows.Batch
+	batch       *rows.Batch
 	ownPending  bool // a flush failed: re-read this consumer's pending entries first
 	lastClaim   time.Time
 	lastProblem string
@@ -252,7 +252,7 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []coor
 }
 
 func (f *flusher) write(ctx context.Context, key string, entries []coord.Entry) error {
-	b := &f.batch
+	b := f.batch
 	b.Reset()
 	ids := make([]string, 0, len(entries))
 	seen := make(map[string]bool, len(entries))

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 )
 
 // MaxDepth bounds the nesting of maps and arrays; deeper values are replaced by
@@ -17,18 +19,63 @@ const MaxDepth = 64
 // TooDeep stands in for a value nested deeper than MaxDepth.
 const TooDeep = "[postgrescopy: nested too deep]"
 
-// AppendMap appends m as a JSON object.
-func AppendMap(dst []byte, m pcommon.Map) []byte {
-	return appendMap(dst, m, 0)
+// Encoder encodes with a bound on each string. The zero Encoder has none, and
+// the package-level functions use it.
+type Encoder struct {
+	// MaxValue, when positive, bounds each string (keys too) and each bytes
+	// value's base64 text to MaxValue bytes, the cut ones ending with
+	// pgcopy's truncation marker; it counts the string as stored, after the
+	// U+FFFD replacements and before JSON escaping, which jsonb undoes.
+	MaxValue int
 }
+
+// AppendMap appends m as a JSON object.
+func AppendMap(dst []byte, m pcommon.Map) []byte { return Encoder{}.AppendMap(dst, m) }
 
 // AppendValue appends v as JSON: strings, numbers, booleans, objects and arrays
 // as themselves, bytes as a base64 string, an empty value as null.
-func AppendValue(dst []byte, v pcommon.Value) []byte {
-	return appendValue(dst, v, 0)
+func AppendValue(dst []byte, v pcommon.Value) []byte { return Encoder{}.AppendValue(dst, v) }
+
+// AppendString appends s as a JSON string. NUL, which jsonb refuses even
+// escaped, and invalid UTF-8 become U+FFFD.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
+// AppendMap appends m as a JSON object.
+func (e Encoder) AppendMap(dst []byte, m pcommon.Map) []byte {
+	return e.appendMap(dst, m, 0)
 }
 
-func appendMap(dst []byte, m pcommon.Map, depth int) []byte {
+// AppendValue is the package-level AppendValue under e's bound.
+func (e Encoder) AppendValue(dst []byte, v pcommon.Value) []byte {
+	return e.appendValue(dst, v, 0)
+}
+
+// AppendString is the package-level AppendString under e's bound.
+func (e Encoder) AppendString(dst []byte, s string) []byte {
+	if e.MaxValue <= 0 || len(s)*3 <= e.MaxValue || len(s) <= e.MaxValue && pgcopy.IsClean(s) {
+		// s fits even if every byte is replaced, or needs no replacing: the
+		// common case costs a comparison.
+		return appendString(dst, s)
+	}
+	// Rare: clean and cut first, then escape what is kept.
+	return appendString(dst, string(pgcopy.AppendCleanLimit(nil, s, e.MaxValue)))
+}
+
+// appendBytes appends b as a base64 JSON string, cut to e.MaxValue bytes of
+// base64 text (a whole number of 4-character groups) plus the marker.
+func (e Encoder) appendBytes(dst []byte, b []byte) []byte {
+	dst = append(dst, '"')
+	if n := base64.StdEncoding.EncodedLen(len(b)); e.MaxValue > 0 && n > e.MaxValue {
+		keep := max(e.MaxValue-pgcopy.MarkerLen(n), 0) / 4 * 3
+		dst = base64.StdEncoding.AppendEncode(dst, b[:keep])
+		dst = pgcopy.AppendMarker(dst, n)
+		return append(dst, '"')
+	}
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
+}
+
+func (e Encoder) appendMap(dst []byte, m pcommon.Map, depth int) []byte {
 	dst = append(dst, '{')
 	first := true
 	for k, v := range m.All() {
@@ -36,17 +83,17 @@ func appendMap(dst []byte, m pcommon.Map, depth int) []byte {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = AppendString(dst, k)
+		dst = e.AppendString(dst, k)
 		dst = append(dst, ':')
-		dst = appendValue(dst, v, depth+1)
+		dst = e.appendValue(dst, v, depth+1)
 	}
 	return append(dst, '}')
 }
 
-func appendValue(dst []byte, v pcommon.Value, depth int) []byte {
+func (e Encoder) appendValue(dst []byte, v pcommon.Value, depth int) []byte {
 	switch v.Type() {
 	case pcommon.ValueTypeStr:
-		return AppendString(dst, v.Str())
+		return e.AppendString(dst, v.Str())
 	case pcommon.ValueTypeInt:
 		return strconv.AppendInt(dst, v.Int(), 10)
 	case pcommon.ValueTypeDouble:
@@ -54,18 +101,15 @@ func appendValue(dst []byte, v pcommon.Value, depth int) []byte {
 	case pcommon.ValueTypeBool:
 		return strconv.AppendBool(dst, v.Bool())
 	case pcommon.ValueTypeBytes:
-		b := v.Bytes().AsRaw()
-		dst = append(dst, '"')
-		dst = base64.StdEncoding.AppendEncode(dst, b)
-		return append(dst, '"')
+		return e.appendBytes(dst, v.Bytes().AsRaw())
 	case pcommon.ValueTypeMap:
 		if depth >= MaxDepth {
-			return AppendString(dst, TooDeep)
+			return appendString(dst, TooDeep)
 		}
-		return appendMap(dst, v.Map(), depth)
+		return e.appendMap(dst, v.Map(), depth)
 	case pcommon.ValueTypeSlice:
 		if depth >= MaxDepth {
-			return AppendString(dst, TooDeep)
+			return appendString(dst, TooDeep)
 		}
 		s := v.Slice()
 		dst = append(dst, '[')
@@ -73,7 +117,7 @@ func appendValue(dst []byte, v pcommon.Value, depth int) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendValue(dst, s.At(i), depth+1)
+			dst = e.appendValue(dst, s.At(i), depth+1)
 		}
 		return append(dst, ']')
 	default:
@@ -112,9 +156,7 @@ func AppendFloat(dst []byte, f float64) []byte {
 
 const hex = "0123456789abcdef"
 
-// AppendString appends s as a JSON string. NUL, which jsonb refuses even
-// escaped, and invalid UTF-8 become U+FFFD.
-func AppendString(dst []byte, s string) []byte {
+func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -25,21 +25,30 @@ const pgEpochMicros = 946684800 * 1_000_000
 // of fields, so a table description and its encoder cannot silently drift.
 // An Encoder is not safe for concurrent use.
 type Encoder struct {
-	buf   []byte
-	rows  int
-	want  int
-	got   int
-	err   error
-	inRow bool
+	buf []byte
+	// offs holds each row's start in buf, so that a writer can re-send any
+	// run of rows (Tuples) without encoding them again.
+	offs     []int
+	rows     int
+	want     int
+	got      int
+	err      error
+	inRow    bool
+	maxValue int
 }
 
-// Reset empties the encoder and keeps its buffer for reuse.
+// Reset empties the encoder and keeps its buffer and its value limit.
 func (e *Encoder) Reset() {
 	e.buf = e.buf[:0]
+	e.offs = e.offs[:0]
 	e.rows, e.want, e.got = 0, 0, 0
 	e.err = nil
 	e.inRow = false
 }
+
+// SetMaxValue bounds every text value to n bytes (see AppendCleanLimit);
+// zero means no bound.
+func (e *Encoder) SetMaxValue(n int) { e.maxValue = n }
 
 // Rows is the number of rows begun so far.
 func (e *Encoder) Rows() int { return e.rows }
@@ -53,6 +62,7 @@ func (e *Encoder) BeginRow(n int) {
 	if len(e.buf) == 0 {
 		e.buf = append(e.buf, header...)
 	}
+	e.offs = append(e.offs, len(e.buf))
 	e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(n))
 	e.want, e.got, e.inRow = n, 0, true
 	e.rows++
@@ -76,6 +86,34 @@ func (e *Encoder) Bytes() ([]byte, error) {
 		return nil, nil
 	}
 	return append(e.buf, 0xff, 0xff), nil
+}
+
+// Tuples returns rows lo to hi-1 as they appear in the stream, without header
+// or trailer; NewReader makes a COPY stream of them. Like Bytes, the slice is
+// valid until the encoder is written to again.
+func (e *Encoder) Tuples(lo, hi int) []byte {
+	if lo >= hi {
+		return nil
+	}
+	end := len(e.buf)
+	if hi < e.rows {
+		end = e.offs[hi]
+	}
+	return e.buf[e.offs[lo]:end]
+}
+
+// LastRow returns the bytes of the row written last, from its field count on.
+func (e *Encoder) LastRow() []byte {
+	if e.rows == 0 {
+		return nil
+	}
+	return e.buf[e.offs[e.rows-1]:]
+}
+
+// ReplaceLastRow overwrites the row written last with row, a complete row of
+// the same field count (from SplitRow's layout), for a caller that shrinks it.
+func (e *Encoder) ReplaceLastRow(row []byte) {
+	e.buf = append(e.buf[:e.offs[e.rows-1]], row...)
 }
 
 // Err returns the first field-count mismatch, if any.
@@ -158,10 +196,16 @@ func (e *Encoder) ID8(id [8]byte) {
 	e.buf = append(e.buf, id[:]...)
 }
 
-// Text writes a text value, made valid for PostgreSQL first (see Clean).
+// Text writes a text value, made valid for PostgreSQL first (see
+// AppendClean) and bounded by SetMaxValue (see AppendCleanLimit).
 func (e *Encoder) Text(s string) {
 	start := e.Begin()
-	e.buf = AppendClean(e.buf, s)
+	if e.maxValue > 0 && len(s)*3 > e.maxValue {
+		// Cleaning can triple a string: only then can it reach the bound.
+		e.buf = AppendCleanLimit(e.buf, s, e.maxValue)
+	} else {
+		e.buf = AppendClean(e.buf, s)
+	}
 	e.End(start)
 }
 
@@ -249,7 +293,7 @@ func (e *Encoder) arrayHeader(n int, oid uint32) int {
 // AppendClean appends s made acceptable to PostgreSQL text: NUL bytes, which
 // text and jsonb refuse, and invalid UTF-8 each become U+FFFD.
 func AppendClean(dst []byte, s string) []byte {
-	if isClean(s) {
+	if IsClean(s) {
 		return append(dst, s...)
 	}
 	for i := 0; i < len(s); {
@@ -275,8 +319,9 @@ func AppendClean(dst []byte, s string) []byte {
 	return dst
 }
 
-// isClean is the fast path: ASCII without NUL, or valid UTF-8 without NUL.
-func isClean(s string) bool {
+// IsClean reports whether s is text PostgreSQL accepts as is: valid UTF-8
+// without NUL.
+func IsClean(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c == 0 {

@@ -15,9 +15,10 @@ import (
 
 // TableResult is what one table's COPY wrote.
 type TableResult struct {
-	Table string
-	Rows  int
-	Bytes int
+	Table    string
+	Rows     int // rows written
+	Bytes    int
+	Rejected int // rows refused and stored in the rejects table instead
 }
 
 // Writer writes batches into one schema through a pool. It is safe for
@@ -27,11 +28,13 @@ type Writer struct {
 	copySQL     [len(rows.Tables)]string
 	names       [len(rows.Tables)]string
 	ledgerTable string
+	rejectsSQL  string
+	onIsolate   func(IsolationStats) // tests observe isolation here
 }
 
 // NewWriter prepares the COPY statements for schemaName.
 func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
-	w := &Writer{pool: pool, ledgerTable: schema.Qualified(schemaName, "ledger")}
+	w := &Writer{pool: pool, ledgerTable: schema.Qualified(schemaName, "ledger"), rejectsSQL: rejectsCopySQL(schemaName)}
 	for i, t := range rows.Tables {
 		w.names[i] = t.Name
 		w.copySQL[i] = CopySQL(schemaName, t)
@@ -50,7 +53,10 @@ func CopySQL(schemaName string, t rows.Table) string {
 }
 
 // Write copies every non-empty table of b in one transaction and commits.
-// On error nothing of b is committed, and the error says which table failed.
+// When PostgreSQL refuses rows on data, the batch is written again without
+// them and they go to the rejects table (see isolate.go; b.Rejects lists
+// them). On error nothing of b is committed, and the error says which table
+// failed.
 func (w *Writer) Write(ctx context.Context, b *rows.Batch) ([]TableResult, error) {
 	return w.write(ctx, b, nil)
 }
@@ -81,6 +87,9 @@ func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableRe
 		return nil
 	})
 	if err != nil {
+		if Classify(err) == Data {
+			return w.isolate(ctx, b, l, err)
+		}
 		return nil, err
 	}
 	return out, nil

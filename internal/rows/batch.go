@@ -1,6 +1,9 @@
 package rows
 
 import (
+	"math"
+	"strconv"
+
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
@@ -12,14 +15,68 @@ import (
 type Batch struct {
 	enc [numTables]pgcopy.Encoder
 	ctx context
+	lim Limits
+
+	rejects []Reject
+	// Scratch space for shrinking a row over lim.MaxRow.
+	fields [][]byte
+	sizes  []int
+	row    []byte
 }
 
-// Reset empties the batch and keeps its buffers.
+// Limits bound what one value and one row may take, so that a hostile or
+// buggy item cannot exceed what PostgreSQL accepts (1 GB a value, 255 MB a
+// jsonb document) or crowd out its batch. Zero means no bound.
+type Limits struct {
+	// MaxValue bounds each text value, JSON string (keys too) and bytes
+	// value's base64 text, in bytes as stored; a longer one is cut and ends
+	// with pgcopy's truncation marker.
+	MaxValue int
+	// MaxRow bounds a row's encoded size. A longer row has its text and jsonb
+	// values shrunk (see shrinkRow); numbers and arrays are never cut.
+	MaxRow int
+}
+
+// minShare is the least a shrunk value keeps: room for a marker.
+const minShare = 64
+
+// SetLimits applies l to the rows added from now on; Reset keeps it.
+func (b *Batch) SetLimits(l Limits) {
+	b.lim = l
+	for i := range b.enc {
+		b.enc[i].SetMaxValue(l.MaxValue)
+	}
+	b.ctx.json = jsonb.Encoder{MaxValue: l.MaxValue}
+}
+
+// Reset empties the batch and keeps its buffers and limits.
 func (b *Batch) Reset() {
 	for i := range b.enc {
 		b.enc[i].Reset()
 	}
+	b.rejects = b.rejects[:0]
 }
+
+// Reject is a row that PostgreSQL refused: the writer stored it in the
+// rejects table instead of its own.
+type Reject struct {
+	Table int // index into Tables
+	Row   int // the row's index within its table's stream
+	Err   error
+}
+
+// Rejects lists the rows the last write refused, in the order found.
+func (b *Batch) Rejects() []Reject { return b.rejects }
+
+// AddReject records a refused row; the writer calls it.
+func (b *Batch) AddReject(r Reject) { b.rejects = append(b.rejects, r) }
+
+// ClearRejects forgets the rejects of a write that did not commit.
+func (b *Batch) ClearRejects() { b.rejects = b.rejects[:0] }
+
+// Tuples returns rows lo to hi-1 of table i as encoded, for re-sending a
+// subset with pgcopy.NewReader. It is valid until the batch is written to.
+func (b *Batch) Tuples(i, lo, hi int) []byte { return b.enc[i].Tuples(lo, hi) }
 
 // Rows is the number of rows of table i.
 func (b *Batch) Rows(i int) int { return b.enc[i].Rows() }
@@ -43,9 +100,18 @@ func (b *Batch) begin(i int) *pgcopy.Encoder {
 	return e
 }
 
+// end closes the row just written to table i, shrinking it when it is over
+// the row limit; every row writer calls it last.
+func (b *Batch) end(i int) {
+	if b.lim.MaxRow > 0 && len(b.enc[i].LastRow()) > b.lim.MaxRow {
+		b.shrinkRow(i)
+	}
+}
+
 // context holds what every row under one resource and scope repeats, encoded
 // once rather than for each row.
 type context struct {
+	json        jsonb.Encoder
 	service     string
 	resource    pcommon.Resource
 	resSchema   string
@@ -62,13 +128,13 @@ func (c *context) setResource(r pcommon.Resource, schemaURL string) {
 	if v, ok := r.Attributes().Get("service.name"); ok {
 		c.service = v.AsString()
 	}
-	c.resJSON = jsonb.AppendMap(c.resJSON[:0], r.Attributes())
+	c.resJSON = c.json.AppendMap(c.resJSON[:0], r.Attributes())
 }
 
 func (c *context) setScope(s pcommon.InstrumentationScope, schemaURL string) {
 	c.scope = s
 	c.scopeSchema = schemaURL
-	c.scopeJSON = jsonb.AppendMap(c.scopeJSON[:0], s.Attributes())
+	c.scopeJSON = c.json.AppendMap(c.scopeJSON[:0], s.Attributes())
 }
 
 // writeTail writes contextColumns.
@@ -99,10 +165,32 @@ func optionalTimestamp(e *pgcopy.Encoder, t pcommon.Timestamp) {
 	timestamp(e, t)
 }
 
-func jsonMap(e *pgcopy.Encoder, m pcommon.Map) {
+func (c *context) jsonMap(e *pgcopy.Encoder, m pcommon.Map) {
 	pos := e.BeginJSONB()
-	e.AppendBuf(func(b []byte) []byte { return jsonb.AppendMap(b, m) })
+	e.AppendBuf(func(b []byte) []byte { return c.json.AppendMap(b, m) })
 	e.End(pos)
+}
+
+// enumText writes an OTLP enum by name, or by number when it has no name
+// (a value newer than this pdata, or a buggy sender), which String makes "".
+func enumText(e *pgcopy.Encoder, name string, v int32) {
+	if name == "" {
+		var buf [12]byte
+		name = string(strconv.AppendInt(buf[:0], int64(v), 10))
+	}
+	e.Text(name)
+}
+
+// duration is end − start in nanoseconds, negative when the end comes first,
+// and clamped to bigint: only spans over 292 years reach the clamp.
+func duration(start, end uint64) int64 {
+	if end >= start {
+		return int64(min(end-start, math.MaxInt64))
+	}
+	if d := start - end; d < 1<<63 {
+		return -int64(d)
+	}
+	return math.MinInt64
 }
 
 // appendHexID appends an id as a quoted lower-case hex JSON string.

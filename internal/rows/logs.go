@@ -3,8 +3,6 @@ package rows
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
-
-	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 )
 
 // AddLogs appends one logs row per log record.
@@ -34,13 +32,14 @@ func (b *Batch) addLog(l plog.LogRecord) {
 	e.TextOrNull(c.service)
 	if body := l.Body(); body.Type() != pcommon.ValueTypeEmpty {
 		pos := e.BeginJSONB()
-		e.AppendBuf(func(d []byte) []byte { return jsonb.AppendValue(d, body) })
+		e.AppendBuf(func(d []byte) []byte { return c.json.AppendValue(d, body) })
 		e.End(pos)
 	} else {
 		e.Null()
 	}
 	e.TextOrNull(l.EventName())
-	jsonMap(e, l.Attributes())
+	c.jsonMap(e, l.Attributes())
 	e.Int32(int32(l.DroppedAttributesCount()))
 	c.writeTail(e)
+	b.end(IdxLogs)
 }

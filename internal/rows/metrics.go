@@ -31,6 +31,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 			e := b.metricHead(IdxGauge, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 			numberValue(e, dp)
 			b.ctx.writeTail(e)
+			b.end(IdxGauge)
 		}
 	case pmetric.MetricTypeSum:
 		sum := m.Sum()
@@ -38,8 +39,9 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 			e := b.metricHead(IdxSum, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 			numberValue(e, dp)
 			e.Bool(sum.IsMonotonic())
-			e.Text(sum.AggregationTemporality().String())
+			enumText(e, sum.AggregationTemporality().String(), int32(sum.AggregationTemporality()))
 			b.ctx.writeTail(e)
+			b.end(IdxSum)
 		}
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
@@ -52,8 +54,9 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 			bc, eb := dp.BucketCounts(), dp.ExplicitBounds()
 			e.Int64Array(bc.Len(), func(i int) int64 { return int64(bc.At(i)) })
 			e.Float64Array(eb.Len(), eb.At)
-			e.Text(h.AggregationTemporality().String())
+			enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
 			b.ctx.writeTail(e)
+			b.end(IdxHistogram)
 		}
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
@@ -72,8 +75,9 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 			e.Int64Array(pc.Len(), func(i int) int64 { return int64(pc.At(i)) })
 			e.Int32(neg.Offset())
 			e.Int64Array(nc.Len(), func(i int) int64 { return int64(nc.At(i)) })
-			e.Text(h.AggregationTemporality().String())
+			enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
 			b.ctx.writeTail(e)
+			b.end(IdxExpHistogram)
 		}
 	case pmetric.MetricTypeSummary:
 		for _, dp := range m.Summary().DataPoints().All() {
@@ -84,6 +88,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 			e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Quantile() })
 			e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Value() })
 			b.ctx.writeTail(e)
+			b.end(IdxSummary)
 		}
 	}
 }
@@ -97,9 +102,9 @@ func (b *Batch) metricHead(idx int, m pmetric.Metric, ts, start pcommon.Timestam
 	e.Text(m.Name())
 	e.TextOrNull(m.Description())
 	e.TextOrNull(m.Unit())
-	jsonMap(e, m.Metadata())
-	jsonMap(e, attrs)
-	exemplars(e, ex)
+	b.ctx.jsonMap(e, m.Metadata())
+	b.ctx.jsonMap(e, attrs)
+	b.ctx.exemplars(e, ex)
 	e.Int32(int32(flags))
 	return e
 }
@@ -126,7 +131,7 @@ func optFloat(e *pgcopy.Encoder, ok bool, v float64) {
 	}
 }
 
-func exemplars(e *pgcopy.Encoder, ex pmetric.ExemplarSlice) {
+func (c *context) exemplars(e *pgcopy.Encoder, ex pmetric.ExemplarSlice) {
 	if ex.Len() == 0 {
 		e.Null()
 		return
@@ -158,7 +163,7 @@ func exemplars(e *pgcopy.Encoder, ex pmetric.ExemplarSlice) {
 				d = appendHexID(d, sid[:])
 			}
 			d = append(d, `,"filtered_attributes":`...)
-			d = jsonb.AppendMap(d, x.FilteredAttributes())
+			d = c.json.AppendMap(d, x.FilteredAttributes())
 			d = append(d, '}')
 		}
 		return append(d, ']')

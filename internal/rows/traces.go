@@ -4,8 +4,6 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
-
-	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 )
 
 // AddTraces appends one spans row per span.
@@ -30,7 +28,7 @@ func (b *Batch) addSpan(s ptrace.Span) {
 	e.Timestamptz(uint64(end))
 	// The end's sub-microsecond rest is start + duration; the signed
 	// difference keeps an end before start visible rather than wrapping.
-	e.Int64(int64(end) - int64(start))
+	e.Int64(duration(uint64(start), uint64(end)))
 	e.UUID(s.TraceID())
 	e.ID8(s.SpanID())
 	e.ID8(s.ParentSpanID())
@@ -38,10 +36,10 @@ func (b *Batch) addSpan(s ptrace.Span) {
 	e.Int32(int32(s.Flags()))
 	e.TextOrNull(c.service)
 	e.Text(s.Name())
-	e.Text(s.Kind().String())
-	e.Text(s.Status().Code().String())
+	enumText(e, s.Kind().String(), int32(s.Kind()))
+	enumText(e, s.Status().Code().String(), int32(s.Status().Code()))
 	e.TextOrNull(s.Status().Message())
-	jsonMap(e, s.Attributes())
+	c.jsonMap(e, s.Attributes())
 
 	if evs := s.Events(); evs.Len() > 0 {
 		pos := e.BeginJSONB()
@@ -54,9 +52,9 @@ func (b *Batch) addSpan(s ptrace.Span) {
 				d = append(d, `{"time_unix_nano":`...)
 				d = strconv.AppendUint(d, uint64(ev.Timestamp()), 10)
 				d = append(d, `,"name":`...)
-				d = jsonb.AppendString(d, ev.Name())
+				d = c.json.AppendString(d, ev.Name())
 				d = append(d, `,"attributes":`...)
-				d = jsonb.AppendMap(d, ev.Attributes())
+				d = c.json.AppendMap(d, ev.Attributes())
 				d = append(d, `,"dropped_attributes_count":`...)
 				d = strconv.AppendUint(d, uint64(ev.DroppedAttributesCount()), 10)
 				d = append(d, '}')
@@ -82,11 +80,11 @@ func (b *Batch) addSpan(s ptrace.Span) {
 				d = append(d, `,"span_id":`...)
 				d = appendHexID(d, sid[:])
 				d = append(d, `,"trace_state":`...)
-				d = jsonb.AppendString(d, l.TraceState().AsRaw())
+				d = c.json.AppendString(d, l.TraceState().AsRaw())
 				d = append(d, `,"flags":`...)
 				d = strconv.AppendUint(d, uint64(l.Flags()), 10)
 				d = append(d, `,"attributes":`...)
-				d = jsonb.AppendMap(d, l.Attributes())
+				d = c.json.AppendMap(d, l.Attributes())
 				d = append(d, `,"dropped_attributes_count":`...)
 				d = strconv.AppendUint(d, uint64(l.DroppedAttributesCount()), 10)
 				d = append(d, '}')
@@ -102,4 +100,5 @@ func (b *Batch) addSpan(s ptrace.Span) {
 	e.Int32(int32(s.DroppedEventsCount()))
 	e.Int32(int32(s.DroppedLinksCount()))
 	c.writeTail(e)
+	b.end(IdxSpans)
 }

@@ -28,7 +28,9 @@ func migrated(t *testing.T) (*pgxpool.Pool, string) {
 	return pool, name
 }
 
-func q(name, sql string) string { return strings.ReplaceAll(sql, "S.", pgx.Identifier{name}.Sanitize()+".") }
+func q(name, sql string) string {
+	return strings.ReplaceAll(sql, "S.", pgx.Identifier{name}.Sanitize()+".")
+}
 
 // partitions returns spans' partitions (not the default) and their bounds.
 func partitions(t *testing.T, pool *pgxpool.Pool, name string) map[string]string {

@@ -29,6 +29,7 @@ type TelemetryBuilder struct {
 	PostgrescopyClaimedEntries     metric.Int64Counter
 	PostgrescopyLedgerHits         metric.Int64Counter
 	PostgrescopyUndecodableEntries metric.Int64Counter
+	PostgrescopyRejectedRows       metric.Int64Counter
 }
 
 // NewTelemetryBuilder creates every instrument.
@@ -57,6 +58,8 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"Redelivered entries found already committed in the ledger (acknowledged, not rewritten), by signal.", "{entry}")
 	tb.PostgrescopyUndecodableEntries = counter("otelcol_postgrescopy_redis_undecodable_entries",
 		"Stream entries that were not valid OTLP and were skipped, by signal.", "{entry}")
+	tb.PostgrescopyRejectedRows = counter("otelcol_postgrescopy_rejected_rows",
+		"Rows PostgreSQL refused, stored in the rejects table instead of their own, by table.", "{row}")
 	tb.PostgrescopyCopyDuration, err = m.Float64Histogram("otelcol_postgrescopy_write_duration",
 		metric.WithDescription("Duration of one batch's transaction (every COPY and the commit), by outcome."),
 		metric.WithUnit("s"),

@@ -1,0 +1,37 @@
+package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+)
+
+// reportRejects counts the rows PostgreSQL refused in b's last write (the
+// writer stored them in the rejects table) and logs them once for the batch,
+// never once per row.
+func (c *client) reportRejects(ctx context.Context, b *rows.Batch) {
+	rej := b.Rejects()
+	if len(rej) == 0 {
+		return
+	}
+	var perTable [len(rows.Tables)]int
+	for _, r := range rej {
+		perTable[r.Table]++
+	}
+	byTable := make(map[string]int, 2)
+	for i, n := range perTable {
+		if n == 0 {
+			continue
+		}
+		name := rows.Tables[i].Name
+		byTable[name] = n
+		c.tel.PostgrescopyRejectedRows.Add(ctx, int64(n), metric.WithAttributes(attribute.String("table", name)))
+	}
+	c.logger.Warn("PostgreSQL refused rows of a batch; they are in the rejects table and the rest is written",
+		zap.String("schema", c.cfg.Schema), zap.Int("rejected", len(rej)), zap.Int("batch_rows", b.TotalRows()),
+		zap.Any("rejected_by_table", byTable), zap.NamedError("first_reason", rej[0].Err))
+}

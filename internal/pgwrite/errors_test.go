@@ -1,0 +1,138 @@
+package pgwrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+)
+
+// TestClassify covers every class with the SQLSTATEs PostgreSQL raises for
+// it; the errors are built, not provoked, so no server is needed.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		code, what string
+		want       Class
+	}{
+		// Data: the rows themselves; isolate them.
+		{"22001", "string_data_right_truncation", Data},
+		{"22003", "numeric_value_out_of_range", Data},
+		{"22008", "datetime_field_overflow (timestamp out of range)", Data},
+		{"22021", "character_not_in_repertoire (NUL, invalid UTF-8)", Data},
+		{"22P02", "invalid_text_representation (bad jsonb)", Data},
+		{"22P05", "untranslatable_character (\\u0000 in jsonb)", Data},
+		{"23502", "not_null_violation", Data},
+		{"23505", "unique_violation", Data},
+		{"23514", "check_violation, and no partition for a row", Data},
+		{"54000", "program_limit_exceeded (jsonb or array too large)", Data},
+		// Retryable: the server, the connection or a conflict.
+		{"08000", "connection_exception", Retryable},
+		{"08006", "connection_failure", Retryable},
+		{"53300", "too_many_connections", Retryable},
+		{"53100", "disk_full", Retryable},
+		{"57P01", "admin_shutdown", Retryable},
+		{"57P02", "crash_shutdown", Retryable},
+		{"57P03", "cannot_connect_now (starting up)", Retryable},
+		{"57014", "query_canceled (statement_timeout)", Retryable},
+		{"55P03", "lock_not_available (lock_timeout)", Retryable},
+		{"40001", "serialization_failure", Retryable},
+		{"40P01", "deadlock_detected", Retryable},
+		{"XX000", "internal_error: unknown, so retried within retry_on_failure", Retryable},
+		// Config: an operator must act.
+		{"28P01", "invalid_password", Config},
+		{"28000", "invalid_authorization_specification", Config},
+		{"3D000", "invalid_catalog_name (no such database)", Config},
+		{"3F000", "invalid_schema_name", Config},
+		{"42P01", "undefined_table (create_schema: false, DDL not applied)", Config},
+		{"42703", "undefined_column", Config},
+		{"42501", "insufficient_privilege", Config},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			err := &pgconn.PgError{Code: tc.code, Message: tc.what}
+			require.Equal(t, tc.want, Classify(err), tc.what)
+			// Wrapping, as the writer does, keeps the class.
+			require.Equal(t, tc.want, Classify(fmt.Errorf("copy into spans: %w", err)))
+			if tc.want == Config {
+				require.NotEmpty(t, Hint(err), "a config error says how to fix it")
+			} else {
+				require.Empty(t, Hint(err))
+			}
+		})
+	}
+}
+
+func TestClassifyNonServerErrors(t *testing.T) {
+	for name, err := range map[string]error{
+		"connect":     &pgconn.ConnectError{},
+		"network":     &net.OpError{Op: "read", Err: errors.New("connection reset by peer")},
+		"eof":         io.ErrUnexpectedEOF,
+		"deadline":    context.DeadlineExceeded,
+		"canceled":    context.Canceled,
+		"not started": errors.New("waiting for PostgreSQL"),
+	} {
+		require.Equal(t, Retryable, Classify(err), name)
+	}
+	require.Equal(t, "retryable", Retryable.String())
+	require.Equal(t, "data", Data.String())
+	require.Equal(t, "config", Config.String())
+}
+
+func TestHintsNameTheFix(t *testing.T) {
+	for code, want := range map[string]string{
+		"28P01": "password",
+		"3D000": "does not exist",
+		"42P01": "create_schema: true",
+		"42703": "create_schema: true",
+		"42501": "grant",
+	} {
+		require.Contains(t, Hint(&pgconn.PgError{Code: code}), want, code)
+	}
+}
+
+func TestRefusedRow(t *testing.T) {
+	sp := span{lo: 10, hi: 20}
+	for _, tc := range []struct {
+		where string
+		row   int
+		ok    bool
+	}{
+		{"COPY spans, line 1", 10, true},
+		{"COPY spans, line 10, column span_name", 19, true},
+		{"PL/pgSQL function f() line 3 at RAISE\nCOPY spans, line 4", 13, true},
+		{"COPY spans, line 11", 0, false}, // past the run: distrust it
+		{"COPY spans, line 0", 0, false},
+		{"COPY logs, line 2", 0, false},   // another table
+		{"COPY spans, Zeile 2", 0, false}, // translated
+		{"COPY spans, line 2x", 0, false}, // not a number
+		{"", 0, false},
+	} {
+		row, ok := refusedRow(&pgconn.PgError{Code: "23514", Where: tc.where}, "spans", sp)
+		require.Equal(t, tc.ok, ok, tc.where)
+		require.Equal(t, tc.row, row, tc.where)
+	}
+	_, ok := refusedRow(errors.New("COPY spans, line 1"), "spans", sp)
+	require.False(t, ok, "only a server error has a context")
+}
+
+func TestDescribe(t *testing.T) {
+	long := make([]byte, 5000)
+	for i := range long {
+		long[i] = 'd'
+	}
+	code, msg, detail := describe(fmt.Errorf("copy: %w", &pgconn.PgError{Code: "23514", Message: "violates", Detail: string(long)}))
+	require.Equal(t, "23514", code)
+	require.Equal(t, "violates", msg)
+	require.LessOrEqual(t, len(detail), maxDetail)
+	require.Contains(t, detail, "[postgrescopy: truncated from 5000 bytes]")
+
+	code, msg, _ = describe(&notIsolated{last: &pgconn.PgError{Code: "23514", Message: "violates"}})
+	require.Equal(t, "23514", code)
+	require.Contains(t, msg, "not isolated")
+	require.Contains(t, msg, "violates")
+	require.ErrorIs(t, &notIsolated{}, ErrNotIsolated)
+}

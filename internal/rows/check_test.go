@@ -1,0 +1,160 @@
+package rows_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/postgrescopy/postgrescopy/internal/jsonb"
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+)
+
+// minShare mirrors rows.minShare: what a shrunk value may keep at least.
+const minShare = 64
+
+// checkBatch is what PostgreSQL's input functions check, done in Go for every
+// field of every row of b, plus the limits: a batch that passes cannot be
+// refused for its encoding. It returns the first problem, or nil.
+func checkBatch(b *rows.Batch, lim rows.Limits) error {
+	for i, t := range rows.Tables {
+		if _, err := b.Data(i); err != nil {
+			return err
+		}
+		for r := range b.Rows(i) {
+			tuple := b.Tuples(i, r, r+1)
+			if err := checkRow(t, tuple, lim); err != nil {
+				return fmt.Errorf("%s row %d: %w", t.Name, r, err)
+			}
+			js, ok := rows.AppendRowJSON(nil, i, tuple)
+			if !ok || !json.Valid(js) {
+				return fmt.Errorf("%s row %d: bad JSON rendering %q", t.Name, r, js)
+			}
+		}
+	}
+	return nil
+}
+
+func checkRow(t rows.Table, tuple []byte, lim rows.Limits) error {
+	fields, ok := pgcopy.SplitRow(nil, tuple)
+	if !ok || len(fields) != len(t.Kinds) {
+		return fmt.Errorf("malformed row")
+	}
+	allSmall := true // every text and jsonb value within the smallest share
+	for j, f := range fields {
+		col := t.Columns[j]
+		if f == nil {
+			continue
+		}
+		switch k := t.Kinds[j]; k {
+		case rows.KindText:
+			if err := checkText(f, lim); err != nil {
+				return fmt.Errorf("%s: %w", col, err)
+			}
+			allSmall = allSmall && len(f) <= minShare
+		case rows.KindJSONB:
+			if len(f) == 0 || f[0] != 1 {
+				return fmt.Errorf("%s: no jsonb version byte", col)
+			}
+			if err := checkJSON(f[1:], lim); err != nil {
+				return fmt.Errorf("%s: %w", col, err)
+			}
+			allSmall = allSmall && len(f)-1 <= minShare
+		case rows.KindInt64Array, rows.KindFloat64Array:
+			if err := checkArray(f); err != nil {
+				return fmt.Errorf("%s: %w", col, err)
+			}
+		default:
+			want := map[rows.Kind]int{rows.KindTimestamptz: 8, rows.KindInt16: 2, rows.KindInt32: 4,
+				rows.KindInt64: 8, rows.KindFloat64: 8, rows.KindBool: 1, rows.KindUUID: 16}[k]
+			if len(f) != want {
+				return fmt.Errorf("%s: %d bytes, want %d", col, len(f), want)
+			}
+			if k == rows.KindInt16 && strings.HasSuffix(col, "_frac_ns") {
+				if v := int16(binary.BigEndian.Uint16(f)); v < 0 || v > 999 {
+					return fmt.Errorf("%s: %d out of 0..999", col, v)
+				}
+			}
+		}
+	}
+	if lim.MaxRow > 0 && len(tuple) > lim.MaxRow && !allSmall {
+		return fmt.Errorf("row of %d bytes over the %d limit with values left to cut", len(tuple), lim.MaxRow)
+	}
+	return nil
+}
+
+func checkText(f []byte, lim rows.Limits) error {
+	switch {
+	case !utf8.Valid(f):
+		return fmt.Errorf("invalid UTF-8 %q", f)
+	case bytes.IndexByte(f, 0) >= 0:
+		return fmt.Errorf("NUL in %q", f)
+	case lim.MaxValue > 0 && len(f) > lim.MaxValue:
+		return fmt.Errorf("%d bytes over the %d value limit", len(f), lim.MaxValue)
+	}
+	return nil
+}
+
+// checkJSON is what jsonb input refuses: invalid JSON or UTF-8, NUL even
+// escaped, nesting beyond what we promise, and strings over the value limit.
+func checkJSON(doc []byte, lim rows.Limits) error {
+	if !json.Valid(doc) || !utf8.Valid(doc) {
+		return fmt.Errorf("invalid JSON %q", doc)
+	}
+	if bytes.IndexByte(doc, 0) >= 0 || bytes.Contains(doc, []byte(`\u0000`)) {
+		return fmt.Errorf("NUL in %q", doc)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+				// Events and links arrays add an array and an object above
+				// each attribute map.
+				if depth > jsonb.MaxDepth+3 {
+					return fmt.Errorf("nested %d deep", depth)
+				}
+			} else {
+				depth--
+			}
+		case string:
+			if lim.MaxValue > 0 && len(v) > lim.MaxValue {
+				return fmt.Errorf("string of %d bytes over the %d value limit", len(v), lim.MaxValue)
+			}
+		}
+	}
+}
+
+func checkArray(f []byte) error {
+	if len(f) < 12 {
+		return fmt.Errorf("short array")
+	}
+	ndim := binary.BigEndian.Uint32(f)
+	if ndim == 0 {
+		if len(f) != 12 {
+			return fmt.Errorf("empty array with %d bytes", len(f))
+		}
+		return nil
+	}
+	if ndim != 1 || len(f) < 20 {
+		return fmt.Errorf("bad array header")
+	}
+	n := int(binary.BigEndian.Uint32(f[12:]))
+	if len(f) != 20+12*n {
+		return fmt.Errorf("array of %d elements in %d bytes", n, len(f))
+	}
+	return nil
+}

@@ -1,0 +1,400 @@
+package rows_test
+
+// One test per sanitization rule of docs/sanitization.md. They read the
+// encoded rows back field by field; no server is needed (TestRoundTrip and
+// pgwrite's tests show PostgreSQL accepting the same encoding).
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/postgrescopy/postgrescopy/internal/jsonb"
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+)
+
+// fields returns row r of table i by column name (nil for NULL), after
+// checking the whole batch.
+func fields(t *testing.T, b *rows.Batch, lim rows.Limits, i, r int) map[string][]byte {
+	t.Helper()
+	require.NoError(t, checkBatch(b, lim))
+	require.Greater(t, b.Rows(i), r)
+	fs, ok := pgcopy.SplitRow(nil, b.Tuples(i, r, r+1))
+	require.True(t, ok)
+	out := map[string][]byte{}
+	for j, c := range rows.Tables[i].Columns {
+		out[c] = fs[j]
+	}
+	return out
+}
+
+// doc decodes a jsonb field.
+func doc(t *testing.T, f []byte) any {
+	t.Helper()
+	require.NotEmpty(t, f)
+	var v any
+	require.NoError(t, json.Unmarshal(f[1:], &v))
+	return v
+}
+
+func float8(f []byte) float64 { return math.Float64frombits(binary.BigEndian.Uint64(f)) }
+func int64At(f []byte) int64  { return int64(binary.BigEndian.Uint64(f)) }
+
+// oneSpan returns traces with one span, for the test to fill.
+func oneSpan() (ptrace.Traces, ptrace.Span) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.SetStartTimestamp(1_700_000_000_000_000_000)
+	s.SetEndTimestamp(1_700_000_001_000_000_000)
+	return td, s
+}
+
+func spanRow(t *testing.T, td ptrace.Traces, lim rows.Limits) map[string][]byte {
+	t.Helper()
+	var b rows.Batch
+	b.SetLimits(lim)
+	b.AddTraces(td)
+	return fields(t, &b, lim, rows.IdxSpans, 0)
+}
+
+// Rule: NUL, which text and jsonb refuse, becomes U+FFFD in every text
+// column, JSON key and JSON string.
+func TestSanitizeNUL(t *testing.T) { testReplaced(t, "a\x00b") }
+
+// Rule: each byte of invalid UTF-8 becomes U+FFFD, in the same places.
+func TestSanitizeInvalidUTF8(t *testing.T) { testReplaced(t, "a\xffb") }
+
+func testReplaced(t *testing.T, bad string) {
+	const want = "a\uFFFDb"
+	td, s := oneSpan()
+	rs := td.ResourceSpans().At(0)
+	rs.Resource().Attributes().PutStr("service.name", bad)
+	rs.Resource().Attributes().PutStr(bad, bad)
+	rs.SetSchemaUrl(bad)
+	rs.ScopeSpans().At(0).Scope().SetName(bad)
+	rs.ScopeSpans().At(0).Scope().SetVersion(bad)
+	s.SetName(bad)
+	s.TraceState().FromRaw(bad)
+	s.Status().SetMessage(bad)
+	s.Attributes().PutStr(bad, bad)
+	s.Attributes().PutEmptySlice("list").AppendEmpty().SetStr(bad)
+	ev := s.Events().AppendEmpty()
+	ev.SetName(bad)
+	l := s.Links().AppendEmpty()
+	l.TraceState().FromRaw(bad)
+	r := spanRow(t, td, rows.Limits{})
+	for _, col := range []string{"service_name", "span_name", "trace_state", "status_message", "scope_name", "scope_version", "resource_schema_url"} {
+		require.Equal(t, want, string(r[col]), col)
+	}
+	require.Equal(t, map[string]any{want: want, "list": []any{want}}, doc(t, r["span_attributes"]))
+	require.Equal(t, want, doc(t, r["resource_attributes"]).(map[string]any)[want])
+	require.Equal(t, want, doc(t, r["events"]).([]any)[0].(map[string]any)["name"])
+	require.Equal(t, want, doc(t, r["links"]).([]any)[0].(map[string]any)["trace_state"])
+
+	ld := plog.NewLogs()
+	lr := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	lr.SetSeverityText(bad)
+	lr.SetEventName(bad)
+	lr.Body().SetEmptyMap().PutStr(bad, bad)
+	var b rows.Batch
+	b.AddLogs(ld)
+	lf := fields(t, &b, rows.Limits{}, rows.IdxLogs, 0)
+	require.Equal(t, want, string(lf["severity_text"]))
+	require.Equal(t, want, string(lf["event_name"]))
+	require.Equal(t, map[string]any{want: want}, doc(t, lf["body"]))
+
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(bad)
+	m.SetDescription(bad)
+	m.SetUnit(bad)
+	m.Metadata().PutStr(bad, bad)
+	m.SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(1)
+	b.Reset()
+	b.AddMetrics(md)
+	mf := fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)
+	for _, col := range []string{"metric_name", "description", "unit"} {
+		require.Equal(t, want, string(mf[col]), col)
+	}
+	require.Equal(t, map[string]any{want: want}, doc(t, mf["metric_metadata"]))
+}
+
+// Rule: other control characters are valid text and JSON and are kept
+// (escaped in JSON).
+func TestSanitizeControlCharactersKept(t *testing.T) {
+	td, s := oneSpan()
+	s.SetName("tab\there\x01\x7f")
+	s.Attributes().PutStr("k", "nl\n\x1f")
+	r := spanRow(t, td, rows.Limits{})
+	require.Equal(t, "tab\there\x01\x7f", string(r["span_name"]))
+	require.Equal(t, map[string]any{"k": "nl\n\x1f"}, doc(t, r["span_attributes"]))
+}
+
+// Rule: float8 columns and arrays keep NaN and ±Inf; JSON, which has no such
+// numbers, holds the strings "NaN", "Infinity" and "-Infinity".
+func TestSanitizeNaNAndInfinity(t *testing.T) {
+	md := pmetric.NewMetrics()
+	sm := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty()
+	g := sm.Metrics().AppendEmpty()
+	g.SetName("g")
+	dp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetDoubleValue(math.NaN())
+	dp.Attributes().PutDouble("inf", math.Inf(1))
+	dp.Attributes().PutDouble("ninf", math.Inf(-1))
+	dp.Attributes().PutDouble("nan", math.NaN())
+	ex := dp.Exemplars().AppendEmpty()
+	ex.SetDoubleValue(math.Inf(-1))
+	h := sm.Metrics().AppendEmpty()
+	h.SetName("h")
+	hp := h.SetEmptyHistogram().DataPoints().AppendEmpty()
+	hp.SetSum(math.Inf(1))
+	hp.SetMin(math.NaN())
+	hp.BucketCounts().FromRaw([]uint64{1, 2})
+	hp.ExplicitBounds().FromRaw([]float64{math.Inf(-1)})
+
+	var b rows.Batch
+	b.AddMetrics(md)
+	gf := fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)
+	require.True(t, math.IsNaN(float8(gf["value"])))
+	require.Equal(t, map[string]any{"inf": "Infinity", "ninf": "-Infinity", "nan": "NaN"}, doc(t, gf["attributes"]))
+	require.Equal(t, "-Infinity", doc(t, gf["exemplars"]).([]any)[0].(map[string]any)["as_double"])
+
+	hf := fields(t, &b, rows.Limits{}, rows.IdxHistogram, 0)
+	require.True(t, math.IsInf(float8(hf["sum"]), 1))
+	require.True(t, math.IsNaN(float8(hf["min"])))
+	bounds := hf["explicit_bounds"]
+	require.True(t, math.IsInf(float8(bounds[len(bounds)-8:]), -1), "arrays keep them too")
+}
+
+// Rule: bytes values become base64 strings in JSON.
+func TestSanitizeBytes(t *testing.T) {
+	td, s := oneSpan()
+	s.Attributes().PutEmptyBytes("b").FromRaw([]byte{0, 0xff, 'x'})
+	r := spanRow(t, td, rows.Limits{})
+	require.Equal(t, map[string]any{"b": "AP94"}, doc(t, r["span_attributes"]))
+
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetEmptyBytes().FromRaw([]byte("\x00\x01"))
+	var b rows.Batch
+	b.AddLogs(ld)
+	require.Equal(t, "AAE=", doc(t, fields(t, &b, rows.Limits{}, rows.IdxLogs, 0)["body"]))
+}
+
+// Rule: OTLP times are unsigned nanoseconds since 1970, so none is before
+// 1970 and the largest (2554-07-21) fits timestamptz; zero is stored as
+// 1970-01-01 where a time is required and as NULL for a metric's unset
+// start time. The sub-microsecond rest is kept in *_frac_ns.
+func TestSanitizeTimestamps(t *testing.T) {
+	unixEpochFromPG := int64(-946_684_800_000_000) // µs from 2000-01-01 back to 1970
+	td, s := oneSpan()
+	s.SetStartTimestamp(0)
+	s.SetEndTimestamp(math.MaxUint64)
+	r := spanRow(t, td, rows.Limits{})
+	require.Equal(t, unixEpochFromPG, int64At(r["start_time"]))
+	require.Equal(t, int64(math.MaxUint64/1000)+unixEpochFromPG, int64At(r["end_time"]))
+	require.Equal(t, []byte{0, 0}, r["start_time_frac_ns"])
+
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("g")
+	m.SetEmptyGauge().DataPoints().AppendEmpty().SetTimestamp(math.MaxUint64)
+	var b rows.Batch
+	b.AddMetrics(md)
+	gf := fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)
+	require.Nil(t, gf["start_time"], "unset start: NULL")
+	require.Nil(t, gf["start_time_frac_ns"])
+	require.Equal(t, int16(math.MaxUint64%1000), int16(binary.BigEndian.Uint16(gf["time_frac_ns"])))
+
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	b.Reset()
+	b.AddLogs(ld)
+	lf := fields(t, &b, rows.Limits{}, rows.IdxLogs, 0)
+	require.Equal(t, unixEpochFromPG, int64At(lf["timestamp"]), "a log without time: 1970, kept")
+	require.Equal(t, unixEpochFromPG, int64At(lf["observed_timestamp"]))
+}
+
+// Rule: an end before the start is kept as sent; duration_ns is negative,
+// and clamped to bigint only past ±292 years.
+func TestSanitizeEndBeforeStart(t *testing.T) {
+	for _, tc := range []struct {
+		start, end uint64
+		want       int64
+	}{
+		{2000, 1000, -1000},
+		{1000, 2000, 1000},
+		{0, math.MaxUint64, math.MaxInt64},
+		{math.MaxUint64, 0, math.MinInt64},
+		{math.MaxUint64, math.MaxUint64 - 5, -5},
+		{1 << 63, 0, math.MinInt64},
+		{1<<63 - 1, 0, -(1<<63 - 1)},
+	} {
+		td, s := oneSpan()
+		s.SetStartTimestamp(pcommon.Timestamp(tc.start))
+		s.SetEndTimestamp(pcommon.Timestamp(tc.end))
+		require.Equal(t, tc.want, int64At(spanRow(t, td, rows.Limits{})["duration_ns"]), "%d..%d", tc.start, tc.end)
+	}
+}
+
+// Rule: an all-zero (absent) trace or span id is NULL; inside links JSON ids
+// are hex strings, zero ones too; exemplars leave zero ids out.
+func TestSanitizeIDs(t *testing.T) {
+	td, s := oneSpan()
+	s.Links().AppendEmpty()
+	r := spanRow(t, td, rows.Limits{})
+	require.Nil(t, r["trace_id"])
+	require.Nil(t, r["span_id"])
+	require.Nil(t, r["parent_span_id"])
+	link := doc(t, r["links"]).([]any)[0].(map[string]any)
+	require.Equal(t, strings.Repeat("0", 32), link["trace_id"])
+
+	td, s = oneSpan()
+	s.SetTraceID(pcommon.TraceID{15: 1})
+	s.SetSpanID(pcommon.SpanID{7: 1})
+	r = spanRow(t, td, rows.Limits{})
+	require.Equal(t, append(make([]byte, 15), 1), r["trace_id"])
+	require.Equal(t, int64(1), int64At(r["span_id"]))
+
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("g")
+	m.SetEmptyGauge().DataPoints().AppendEmpty().Exemplars().AppendEmpty().SetIntValue(1)
+	var b rows.Batch
+	b.AddMetrics(md)
+	ex := doc(t, fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)["exemplars"]).([]any)[0].(map[string]any)
+	require.NotContains(t, ex, "trace_id")
+	require.NotContains(t, ex, "span_id")
+}
+
+// Rule: an enum value without a name (newer than this pdata, or a bug) is
+// stored as its number rather than lost.
+func TestSanitizeUnknownEnums(t *testing.T) {
+	td, s := oneSpan()
+	s.SetKind(ptrace.SpanKind(42))
+	s.Status().SetCode(ptrace.StatusCode(-3))
+	r := spanRow(t, td, rows.Limits{})
+	require.Equal(t, "42", string(r["span_kind"]))
+	require.Equal(t, "-3", string(r["status_code"]))
+	require.Equal(t, "Unspecified", string(spanRow(t, oneSpanTraces(), rows.Limits{})["span_kind"]))
+}
+
+func oneSpanTraces() ptrace.Traces { td, _ := oneSpan(); return td }
+
+// Rule: nesting deeper than jsonb.MaxDepth becomes the TooDeep string.
+func TestSanitizeDeepNesting(t *testing.T) {
+	td, s := oneSpan()
+	m := s.Attributes()
+	for range 3 * jsonb.MaxDepth {
+		m = m.PutEmptyMap("n")
+	}
+	r := spanRow(t, td, rows.Limits{})
+	require.Contains(t, string(r["span_attributes"]), jsonb.TooDeep)
+}
+
+// Rule: a value over max_value_bytes is cut, between characters, with the
+// marker at its end: text columns, JSON strings and keys, bytes' base64.
+func TestSanitizeValueLimit(t *testing.T) {
+	lim := rows.Limits{MaxValue: 100}
+	long := strings.Repeat("é", 200) // 400 bytes
+	td, s := oneSpan()
+	s.SetName(long)
+	s.Status().SetMessage(long)
+	s.Attributes().PutStr("s", long)
+	s.Attributes().PutStr(long, "key")
+	s.Attributes().PutEmptyBytes("b").FromRaw(make([]byte, 300))
+	s.Attributes().PutStr("short", "kept")
+	r := spanRow(t, td, lim)
+	marker := "[postgrescopy: truncated from 400 bytes]"
+	for _, col := range []string{"span_name", "status_message"} {
+		require.True(t, strings.HasSuffix(string(r[col]), marker), col)
+		require.LessOrEqual(t, len(r[col]), 100)
+		require.True(t, strings.HasPrefix(string(r[col]), "éé"), col)
+	}
+	attrs := doc(t, r["span_attributes"]).(map[string]any)
+	require.True(t, strings.HasSuffix(attrs["s"].(string), marker))
+	require.True(t, strings.HasSuffix(attrs["b"].(string), "[postgrescopy: truncated from 400 bytes]"), "300 bytes are 400 of base64")
+	require.Equal(t, "kept", attrs["short"])
+	var cutKey bool
+	for k := range attrs {
+		cutKey = cutKey || strings.HasSuffix(k, marker)
+	}
+	require.True(t, cutKey)
+
+	// Log bodies likewise.
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr(long)
+	var b rows.Batch
+	b.SetLimits(lim)
+	b.AddLogs(ld)
+	body := doc(t, fields(t, &b, lim, rows.IdxLogs, 0)["body"]).(string)
+	require.True(t, strings.HasSuffix(body, marker))
+}
+
+// Rule: a row over max_row_bytes has its text and jsonb values cut to a
+// common share, the largest first, small ones kept whole; numbers, ids and
+// arrays are never cut.
+func TestSanitizeRowLimit(t *testing.T) {
+	lim := rows.Limits{MaxValue: 1000, MaxRow: 4000}
+	td, s := oneSpan()
+	s.SetName("small name")
+	s.SetTraceID(pcommon.TraceID{1, 15: 1})
+	for i := range 100 {
+		s.Attributes().PutStr(strings.Repeat("k", 3)+string(rune('A'+i%26))+strings.Repeat("x", i), strings.Repeat("v", 900))
+	}
+	for range 50 {
+		s.Events().AppendEmpty().SetName(strings.Repeat("e", 500))
+	}
+	var b rows.Batch
+	b.SetLimits(lim)
+	b.AddTraces(td)
+	r := fields(t, &b, lim, rows.IdxSpans, 0)
+	require.LessOrEqual(t, len(b.Tuples(rows.IdxSpans, 0, 1)), 4000)
+	require.Equal(t, "small name", string(r["span_name"]), "small values are kept whole")
+	require.Equal(t, append([]byte{1}, append(make([]byte, 14), 1)...), r["trace_id"])
+	attrs := doc(t, r["span_attributes"]).(map[string]any)
+	require.Contains(t, attrs, jsonb.TruncatedKey)
+	require.Greater(t, len(attrs), 1, "whole members kept before the marker")
+	events := doc(t, r["events"]).([]any)
+	require.True(t, strings.HasPrefix(events[len(events)-1].(string), "[postgrescopy: truncated from "))
+
+	// Arrays are not cut: a histogram with many buckets stays whole even
+	// over the limit, its other values shrunk as far as they go.
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(strings.Repeat("n", 900))
+	hp := m.SetEmptyHistogram().DataPoints().AppendEmpty()
+	hp.BucketCounts().FromRaw(make([]uint64, 1000))
+	hp.Attributes().PutStr("a", strings.Repeat("v", 900))
+	b.Reset()
+	b.AddMetrics(md)
+	hf := fields(t, &b, lim, rows.IdxHistogram, 0)
+	require.Len(t, hf["bucket_counts"], 20+12*1000)
+	require.LessOrEqual(t, len(hf["metric_name"]), minShare)
+}
+
+// TestLimitsKeepTheFastPathBytes: within the limits, a batch encodes to the
+// same bytes with and without them.
+func TestLimitsKeepTheFastPathBytes(t *testing.T) {
+	td, s := oneSpan()
+	s.SetName("op")
+	s.Attributes().PutStr("k", strings.Repeat("v", 500))
+	var plain, limited rows.Batch
+	limited.SetLimits(rows.Limits{MaxValue: 64 << 10, MaxRow: 1 << 20})
+	plain.AddTraces(td)
+	limited.AddTraces(td)
+	a, err := plain.Data(rows.IdxSpans)
+	require.NoError(t, err)
+	bb, err := limited.Data(rows.IdxSpans)
+	require.NoError(t, err)
+	require.Equal(t, a, bb)
+}
