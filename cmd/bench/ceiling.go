@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+// copyCommand is the psql meta-command that loads one dataset file.
+func copyCommand(schemaName string, table int, path string) string {
+	t := rows.Tables[table]
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = pgx.Identifier{c}.Sanitize()
+	}
+	return `\copy ` + schema.Qualified(schemaName, t.Name) + " (" + strings.Join(cols, ", ") +
+		") FROM '" + path + "' WITH (FORMAT binary)"
+}
+
+// copyFile is one dataset file and the table it belongs to.
+type copyFile struct {
+	table int
+	path  string
+}
+
+// psqlCopy runs one psql session that \copies the given files in turn.
+func (b *bench) psqlCopy(ctx context.Context, schemaName string, files []copyFile) error {
+	args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.url}
+	for _, f := range files {
+		args = append(args, "-c", copyCommand(schemaName, f.table, f.path))
+	}
+	cmd := exec.CommandContext(ctx, b.psql, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("psql \\copy: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// streamFiles splits the dataset's files over n psql sessions: with one, a
+// session loads both halves of every table; with two, each loads one half.
+func streamFiles(ds *dataset, n int) [][]copyFile {
+	out := make([][]copyFile, n)
+	for h := range halves {
+		for t := range numTables {
+			if p := ds.files[h][t]; p != "" {
+				out[h%n] = append(out[h%n], copyFile{t, p})
+			}
+		}
+	}
+	return out
+}
+
+// timeCopy empties schemaName and times loading ds with n parallel psql
+// \copy streams.
+func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n int) (time.Duration, error) {
+	if err := b.reset(ctx, schemaName); err != nil {
+		return 0, err
+	}
+	groups := streamFiles(ds, n)
+	errs := make(chan error, len(groups))
+	start := time.Now()
+	for _, g := range groups {
+		go func() { errs <- b.psqlCopy(ctx, schemaName, g) }()
+	}
+	var first error
+	for range groups {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	elapsed := time.Since(start)
+	if first != nil {
+		return 0, first
+	}
+	got, err := countRows(ctx, b.pool, schemaName)
+	if err != nil {
+		return 0, err
+	}
+	if got != ds.totalRows() {
+		return 0, fmt.Errorf("\\copy loaded %d rows, the dataset has %d", got, ds.totalRows())
+	}
+	return elapsed, nil
+}
+
+// ceilingMeasures are the raw psql \copy runs of ds: into the exporter's
+// tables with one and two streams (the better is the ceiling the strategies
+// are compared with), and into UNLOGGED copies of them for reference.
+func (b *bench) ceilingMeasures(ctx context.Context, ds *dataset, logged, unlogged string) []measure {
+	var out []measure
+	for _, v := range []struct {
+		schema, label, kind string
+	}{{logged, "psql \\copy", "ceiling"}, {unlogged, "psql \\copy unlogged", "reference"}} {
+		for _, streams := range []int{1, 2} {
+			name := fmt.Sprintf("%s, %d stream", v.label, streams)
+			if streams > 1 {
+				name += "s"
+			}
+			out = append(out, measure{name: name, run: func() result {
+				d, err := b.timeCopy(ctx, v.schema, ds, streams)
+				if err != nil {
+					r := result{Name: name, Users: ds.users, Rows: ds.totalRows(), Bytes: ds.totalBytes(), Status: "failed", Note: err.Error()}
+					r.Kind = v.kind
+					return r
+				}
+				r := newResult(name, ds, d)
+				r.Kind = v.kind
+				return r
+			}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// errUnavailable marks a strategy the built collector cannot run (a config
+// key it does not know yet, rows that never arrive): reported, not fatal.
+var errUnavailable = errors.New("unavailable")
+
+// collectorRun is what one run of the built collector measured.
+type collectorRun struct {
+	rows int64
+	// elapsed runs from the loadgen receiver's "Load generation started"
+	// (every exporter is started by then) to the moment the last expected row
+	// is visible in PostgreSQL.
+	elapsed time.Duration
+	// startup is from exec to "Load generation started": process start,
+	// config, pool and schema check. Reported, not counted in rows/s.
+	startup time.Duration
+}
+
+// collectorConfig is the distribution's config for one bench run: the loadgen
+// receiver on every signal into the postgrescopy exporter with its defaults.
+// It is JSON, which the Collector reads as YAML.
+func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redisPrefix string) map[string]any {
+	exp := map[string]any{
+		"endpoint":      b.url,
+		"schema":        schemaName,
+		"create_schema": true,
+	}
+	if redisPrefix != "" {
+		exp["redis"] = map[string]any{"endpoint": b.redisAddr, "key_prefix": redisPrefix}
+		// Redis is the queue: the exporter refuses an in-memory queue that
+		// would acknowledge data before Redis holds it.
+		exp["sending_queue"] = map[string]any{"enabled": false}
+	}
+	pipeline := map[string]any{"receivers": []string{"loadgen"}, "exporters": []string{"postgrescopy"}}
+	return map[string]any{
+		"receivers": map[string]any{"loadgen": map[string]any{
+			"users":           users,
+			"events_per_user": b.events,
+			"seed":            seed,
+			"concurrency":     b.loadgenConcurrency,
+		}},
+		"exporters": map[string]any{"postgrescopy": exp},
+		"service": map[string]any{
+			"telemetry": map[string]any{
+				// No internal metrics endpoint: runs must not fight over :8888.
+				"metrics": map[string]any{"level": "none"},
+				"logs":    map[string]any{"level": "info", "encoding": "json"},
+			},
+			"pipelines": map[string]any{"traces": pipeline, "metrics": pipeline, "logs": pipeline},
+		},
+	}
+}
+
+// runCollector runs the built collector until base plus the workload's rows
+// are in schemaName, calling during (when set) from the start of generation until
+// then. A collector that refuses the config or does not deliver in time
+// returns an error wrapping errUnavailable.
+func (b *bench) runCollector(ctx context.Context, schemaName string, base int64, users int, seed uint64, redisPrefix string, during func(context.Context)) (collectorRun, error) {
+	var res collectorRun
+	if _, err := os.Stat(b.collector); err != nil {
+		return res, fmt.Errorf("%w: no collector at %s (run `make build`)", errUnavailable, b.collector)
+	}
+	b.collectorRuns++
+	cfgPath := filepath.Join(b.tmp, "collector-"+strconv.Itoa(b.collectorRuns)+".yaml")
+	cfgJSON, err := json.MarshalIndent(b.collectorConfig(schemaName, users, seed, redisPrefix), "", "  ")
+	if err != nil {
+		return res, err
+	}
+	if err := os.WriteFile(cfgPath, cfgJSON, 0o600); err != nil {
+		return res, err
+	}
+	logPath := strings.TrimSuffix(cfgPath, ".yaml") + ".log"
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return res, err
+	}
+	defer logFile.Close()
+
+	expected := base + int64(users)*int64(b.events)
+	cmd := exec.Command(b.collector, "--config", cfgPath)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	execAt := time.Now()
+	if err := cmd.Start(); err != nil {
+		return res, fmt.Errorf("start collector: %w", err)
+	}
+	exited := make(chan struct{})
+	var exitErr error
+	go func() {
+		exitErr = cmd.Wait()
+		pw.Close()
+		close(exited)
+	}()
+	scanned := make(chan struct{})
+	defer func() {
+		stopProcess(cmd, exited)
+		<-scanned
+	}()
+
+	// Scan the log: note when generation starts, keep the tail for errors.
+	started := make(chan time.Time, 1)
+	var (
+		tailMu sync.Mutex
+		tail   []string
+	)
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logFile, line)
+			if strings.Contains(line, "Load generation started") {
+				select {
+				case started <- time.Now():
+				default:
+				}
+			}
+			if strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"warn"`) ||
+				strings.HasPrefix(line, "Error") || !strings.HasPrefix(line, "{") {
+				tailMu.Lock()
+				tail = append(tail, line)
+				if len(tail) > 20 {
+					tail = tail[1:]
+				}
+				tailMu.Unlock()
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	why := func() string {
+		tailMu.Lock()
+		defer tailMu.Unlock()
+		if len(tail) == 0 {
+			return "no error in its log (" + logPath + ")"
+		}
+		return lastLines(strings.Join(tail, "\n"), 3)
+	}
+
+	var t0 time.Time
+	select {
+	case t0 = <-started:
+	case <-exited:
+		<-scanned
+		return res, fmt.Errorf("%w: the collector exited before generating (%v): %s", errUnavailable, exitErr, why())
+	case <-time.After(60 * time.Second):
+		return res, fmt.Errorf("%w: the collector did not start generating within 60s: %s", errUnavailable, why())
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	res.startup = t0.Sub(execAt)
+
+	duringCtx, stopDuring := context.WithCancel(ctx)
+	var duringDone sync.WaitGroup
+	if during != nil {
+		duringDone.Go(func() { during(duringCtx) })
+	}
+	defer func() { stopDuring(); duringDone.Wait() }()
+
+	timeout := b.collectorTimeout
+	if timeout == 0 {
+		timeout = 60*time.Second + time.Duration(expected)*time.Second/500
+	}
+	deadline := t0.Add(timeout)
+	interval := 50 * time.Millisecond
+	for {
+		q0 := time.Now()
+		n, err := countRows(ctx, b.pool, schemaName)
+		if err != nil {
+			return res, fmt.Errorf("count rows: %w", err)
+		}
+		res.rows = n - base
+		if n >= expected {
+			res.elapsed = time.Since(t0)
+			break
+		}
+		// Poll at most a tenth of the time: counting must not become load.
+		interval = max(interval, 10*time.Since(q0))
+		select {
+		case <-exited:
+			return res, fmt.Errorf("%w: the collector exited with %d of %d rows written (%v): %s", errUnavailable, n-base, expected-base, exitErr, why())
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(interval):
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("%w: %d of %d rows after %s: %s", errUnavailable, n-base, expected-base, timeout.Round(time.Second), why())
+		}
+	}
+	stopDuring()
+	duringDone.Wait()
+	if res.rows+base > expected {
+		return res, fmt.Errorf("the collector wrote %d rows, expected %d: duplicates", res.rows, expected-base)
+	}
+	return res, nil
+}
+
+// stopProcess ends a process group the bench started: SIGTERM, then SIGKILL
+// if it has not exited within 15s.
+func stopProcess(cmd *exec.Cmd, exited <-chan struct{}) {
+	if cmd.Process == nil {
+		return
+	}
+	select {
+	case <-exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+func newRedisClient(addr string) *redis.Client { return redis.NewClient(&redis.Options{Addr: addr}) }
+
+// dropRedisKeys deletes every key naming prefix: a run's streams and groups
+// (the exporter wraps the prefix in a hash tag, {prefix:signal}).
+func (b *bench) dropRedisKeys(prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := newRedisClient(b.redisAddr)
+	defer c.Close()
+	var keys []string
+	it := c.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		b.logf("cleanup: scan Redis keys %s*: %v", prefix, err)
+		return
+	}
+	if len(keys) > 0 {
+		if err := c.Del(ctx, keys...).Err(); err != nil {
+			b.logf("cleanup: delete Redis keys %s*: %v", prefix, err)
+		}
+	}
+}
+
+// redisReachable reports whether Redis answers PING.
+func (b *bench) redisReachable(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c := newRedisClient(b.redisAddr)
+	defer c.Close()
+	return c.Ping(ctx).Err()
+}

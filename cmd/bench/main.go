@@ -1,0 +1,569 @@
+// Command bench runs the article's three experiments on the postgrescopy
+// pipeline: write strategies at growing scale against the raw psql \copy
+// ceiling, writes while the analytical queries of queries/ run, and the
+// effect of the schema's indexes. `make bench` runs it; see docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgbouncer"
+)
+
+// bench holds a run's settings and the resources it must clean up.
+type bench struct {
+	url       string
+	psql      string
+	collector string
+	redisAddr string
+	pool      *pgxpool.Pool // administration: DDL, counts, queries in the indexes part
+
+	prefix  string   // of every schema this run creates
+	schemas []string // created, dropped at the end
+	tmp     string   // datasets, configs, logs
+
+	events             int
+	seed               uint64
+	users              int
+	readers            int
+	queryRuns          int
+	runs               int // of each timed write; the fastest is kept
+	loadgenConcurrency int
+	collectorTimeout   time.Duration
+	bouncerPool        int
+
+	bouncer       *pgbouncer.Server
+	bouncerErr    error
+	collectorRuns int // names each run's config and log file
+	progress      *progress
+}
+
+func (b *bench) logf(format string, a ...any) { b.progress.message(fmt.Sprintf(format, a...)) }
+
+// strategy is one write strategy of part 2.
+type strategy struct {
+	key  string
+	app  *appStrategy // nil for the collector strategies
+	name string
+	// redis runs the collector with the exporter's redis section.
+	redis bool
+}
+
+func (s strategy) displayName() string {
+	if s.app != nil {
+		return s.app.name
+	}
+	return s.name
+}
+
+func strategies() []strategy {
+	return []strategy{
+		{key: "insert-1", app: &appStrategy{name: "INSERT 1 row x 50 conns", conns: 50, batch: 1}},
+		{key: "insert-500", app: &appStrategy{name: "INSERT 500 rows x 20 conns", conns: 20, batch: 500}},
+		{key: "copy-5000", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns", conns: 4, batch: 5000, copy: true}},
+		// 20 client connections share -pgbouncer-pool server connections.
+		{key: "pgbouncer", app: &appStrategy{name: "INSERT 500 x 20 via pgbouncer", conns: 20, batch: 500, viaPgbouncer: true}},
+		{key: "postgrescopy", name: "postgrescopy direct"},
+		{key: "postgrescopy-redis", name: "postgrescopy + Redis", redis: true},
+	}
+}
+
+var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive user count", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty list")
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func parseList(s string, valid []string, what string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !slices.Contains(valid, f) {
+			return nil, fmt.Errorf("unknown %s %q: choose from %s", what, f, strings.Join(valid, ","))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func defaultURL() string {
+	if u := os.Getenv("POSTGRESCOPY_TEST_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	began := time.Now()
+	b := &bench{}
+	var (
+		partsFlag, scaleFlag, stratFlag, outDir, queriesDir string
+		insertBudget                                        time.Duration
+	)
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
+	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes")
+	fs.StringVar(&scaleFlag, "scale", "2,5,10", "user counts for the ceiling and the write strategies")
+	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
+	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
+	fs.Uint64Var(&b.seed, "seed", 1, "loadgen seed: the same seed writes the same rows")
+	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,pgbouncer,postgrescopy,postgrescopy-redis", "write strategies to run")
+	fs.DurationVar(&insertBudget, "insert-budget", 90*time.Second, "skip a larger scale of one-row INSERT when the previous scale's rate says it would take longer")
+	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
+	fs.IntVar(&b.queryRuns, "query-runs", 5, "timed runs per query in the indexes part (median reported)")
+	fs.IntVar(&b.runs, "runs", 2, "runs of every timed write, interleaved; the fastest is kept (a shared machine is noisy)")
+	fs.IntVar(&b.loadgenConcurrency, "loadgen-concurrency", 2, "loadgen receiver concurrency in the collector runs")
+	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 60s + 2ms per row)")
+	fs.IntVar(&b.bouncerPool, "pgbouncer-pool", 10, "pgbouncer server connections (default_pool_size) for the 20 client connections")
+	fs.StringVar(&b.collector, "collector", "_build/otelcol-postgrescopy", "the built distribution (make build)")
+	fs.StringVar(&b.redisAddr, "redis", "127.0.0.1:6379", "Redis for the postgrescopy + Redis strategy")
+	fs.StringVar(&b.psql, "psql", "psql", "psql binary for the \\copy ceiling")
+	fs.StringVar(&queriesDir, "queries", "queries", "directory of the analytical queries")
+	fs.StringVar(&outDir, "out", "bench/results", "where to write <timestamp>.{md,json,png} and latest.*")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	parts, err := parseList(partsFlag, allParts, "part")
+	if err == nil && len(parts) == 0 {
+		err = errors.New("no part selected")
+	}
+	var scale []int
+	if err == nil {
+		scale, err = parseInts(scaleFlag)
+	}
+	all := strategies()
+	keys := make([]string, len(all))
+	for i, s := range all {
+		keys[i] = s.key
+	}
+	var chosen []string
+	if err == nil {
+		chosen, err = parseList(stratFlag, keys, "strategy")
+	}
+	if err == nil && (b.users < 1 || b.events < 1 || b.readers < 1 || b.queryRuns < 1 || b.runs < 1 || b.loadgenConcurrency < 1 || b.bouncerPool < 1) {
+		err = errors.New("-users, -events, -readers, -query-runs, -runs, -loadgen-concurrency and -pgbouncer-pool must be positive")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	if abs, err := filepath.Abs(b.collector); err == nil {
+		b.collector = abs
+	}
+	has := func(p string) bool { return slices.Contains(parts, p) }
+	// Every part but the strategies loads data with psql \copy.
+	if p, err := exec.LookPath(b.psql); err == nil {
+		b.psql = p
+	} else if has("ceiling") || has("mixed") || has("indexes") {
+		fmt.Fprintf(os.Stderr, "bench: psql not found (%v); install postgresql-client\n", err)
+		return 1
+	}
+	var picked []strategy
+	for _, s := range all {
+		if slices.Contains(chosen, s.key) {
+			picked = append(picked, s)
+		}
+	}
+
+	// Steps for the progress bar.
+	total := 0
+	if has("ceiling") {
+		total += b.runs * len(scale) * 4
+	}
+	if has("strategies") {
+		total += b.runs * len(scale) * len(picked)
+	}
+	if has("mixed") {
+		total += 2 * b.runs
+	}
+	if has("indexes") {
+		total += b.runs + 1
+	}
+	b.progress = newProgress(total)
+	defer b.progress.finish()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := b.open(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer b.close()
+
+	rep := &report{Machine: b.machine(ctx), Workload: workload{Scale: scale, Users: b.users,
+		EventsPerUser: b.events, Seed: b.seed, Parts: parts}}
+	if !has("ceiling") && !has("strategies") {
+		rep.Workload.Scale = nil
+	}
+	// Check the queries before spending minutes on data.
+	if _, err := loadQueries(queriesDir, "x"); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	qsFor := func(s string) ([]query, error) { return loadQueries(queriesDir, s) }
+
+	if err := b.runAll(ctx, rep, parts, scale, picked, insertBudget, qsFor); err != nil {
+		b.progress.finish()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		if ctx.Err() != nil {
+			return 130
+		}
+		return 1
+	}
+	b.progress.finish()
+	rep.TotalSeconds = time.Since(began).Seconds()
+	rep.Machine.LoadEnd = loadAverage()
+	stamp := time.Now().UTC().Format("20060102-150405")
+	fmt.Print(rep.markdown())
+	files, err := rep.write(outDir, stamp)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: write results:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "bench: wrote %s (and latest.*)\n", strings.Join(files, ", "))
+	return 0
+}
+
+// open connects and makes the working directory.
+func (b *bench) open(ctx context.Context) error {
+	cfg, err := pgxpool.ParseConfig(b.url)
+	if err != nil {
+		return fmt.Errorf("-db: %w", err)
+	}
+	cfg.MaxConns = 4
+	b.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.pool.Ping(pctx); err != nil {
+		b.pool.Close()
+		return fmt.Errorf("PostgreSQL does not answer at -db (run `make services`): %w", err)
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	b.prefix = "pgcb_" + hex.EncodeToString(r[:])
+	if b.tmp, err = os.MkdirTemp("", "postgrescopy-bench-"); err != nil {
+		return err
+	}
+	// pgbouncer runs as the postgres user and must reach its files here.
+	return os.Chmod(b.tmp, 0o755)
+}
+
+// close stops what the bench started and drops what it created.
+func (b *bench) close() {
+	b.bouncer.Stop()
+	b.dropSchemas()
+	b.pool.Close()
+	if b.tmp != "" {
+		_ = os.RemoveAll(b.tmp)
+	}
+}
+
+func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale []int, picked []strategy, insertBudget time.Duration, qsFor func(string) ([]query, error)) error {
+	has := func(p string) bool { return slices.Contains(parts, p) }
+	datasets := map[int]*dataset{}
+	getDataset := func(users int) (*dataset, error) {
+		if ds, ok := datasets[users]; ok {
+			return ds, nil
+		}
+		dir := filepath.Join(b.tmp, "users-"+strconv.Itoa(users))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		ds, err := buildDataset(dir, users, b.events, b.seed)
+		if err != nil {
+			return nil, err
+		}
+		datasets[users] = ds
+		rate := float64(ds.totalRows()) / ds.encode.Seconds()
+		// The fastest dataset is the least disturbed by the rest of the machine.
+		rep.Workload.EncodeRowsPerS = max(rep.Workload.EncodeRowsPerS, rate)
+		rep.Workload.AvgRowBytes = float64(ds.totalBytes()) / float64(ds.totalRows())
+		b.logf("dataset %d users: %d rows, %.1f MB binary COPY, generated and encoded in %.1fs (%.0f rows/s)",
+			users, ds.totalRows(), float64(ds.totalBytes())/1e6, ds.encode.Seconds(), rate)
+		return ds, nil
+	}
+	dropDataset := func(users int) {
+		if ds, ok := datasets[users]; ok && users != b.users {
+			_ = os.RemoveAll(filepath.Dir(firstFile(ds)))
+			delete(datasets, users)
+		}
+	}
+
+	if has("ceiling") || has("strategies") {
+		logged, err := b.newSchema(ctx, "writes")
+		if err != nil {
+			return err
+		}
+		unlogged := ""
+		if has("ceiling") {
+			if unlogged, err = b.newSchema(ctx, "unlogged"); err != nil {
+				return err
+			}
+			if err := b.setUnlogged(ctx, unlogged); err != nil {
+				return err
+			}
+		}
+		var insertRate float64 // one-row INSERT at the previous scale
+		for _, users := range scale {
+			ds, err := getDataset(users)
+			if err != nil {
+				return err
+			}
+			var ms []measure
+			if has("ceiling") {
+				ms = append(ms, b.ceilingMeasures(ctx, ds, logged, unlogged)...)
+			}
+			if has("strategies") {
+				for _, s := range picked {
+					ms = append(ms, measure{key: s.key, name: s.displayName(), run: func() result {
+						return b.runStrategy(ctx, s, ds, logged, insertRate, insertBudget)
+					}})
+				}
+			}
+			best := b.repeat(ctx, ms, users)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ceiling result
+			for _, r := range best {
+				if r.Kind == "ceiling" && r.Status == "ok" && r.RowsPerS > ceiling.RowsPerS {
+					ceiling = r
+				}
+			}
+			for i, r := range best {
+				if ceiling.RowsPerS > 0 && r.Status == "ok" {
+					r.RatioToCeiling = r.RowsPerS / ceiling.RowsPerS
+				}
+				switch r.Kind {
+				case "ceiling", "reference":
+					rep.Ceiling = append(rep.Ceiling, r)
+				default:
+					if ms[i].key == "insert-1" && r.Status == "ok" {
+						insertRate = r.RowsPerS
+					}
+					if r.Status == "skipped" {
+						rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d users: %s", r.Name, users, r.Note))
+					}
+					rep.Strategies = append(rep.Strategies, r)
+				}
+			}
+			dropDataset(users)
+		}
+	}
+	if has("mixed") {
+		ds, err := getDataset(b.users)
+		if err != nil {
+			return err
+		}
+		m, err := b.runMixed(ctx, ds, qsFor)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			m.Status, m.Note = "failed", err.Error()
+			if errors.Is(err, errUnavailable) {
+				m.Status = "unavailable"
+			}
+			b.logf("mixed: %v", err)
+		}
+		rep.Mixed = &m
+	}
+	if has("indexes") {
+		ds, err := getDataset(b.users)
+		if err != nil {
+			return err
+		}
+		ix, err := b.runIndexes(ctx, ds, qsFor)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			ix.Status = "failed: " + err.Error()
+			b.logf("indexes: %v", err)
+		}
+		rep.Indexes = &ix
+	}
+	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)
+	return nil
+}
+
+// measure is one timed thing the bench repeats: a ceiling run or a strategy.
+type measure struct {
+	key  string // the strategy's -strategies key; empty for the ceiling
+	name string
+	run  func() result
+}
+
+// repeat runs every measure b.runs times, interleaved so that a burst of
+// load from elsewhere on the machine hits different measures, and keeps each
+// one's fastest run. A measure that does not succeed is not retried.
+func (b *bench) repeat(ctx context.Context, ms []measure, users int) []result {
+	best := make([]result, len(ms))
+	for run := range b.runs {
+		for i, m := range ms {
+			if ctx.Err() != nil {
+				return best
+			}
+			if run > 0 && best[i].Status != "ok" {
+				continue
+			}
+			b.progress.step(fmt.Sprintf("%s @ %d users, run %d/%d", m.name, users, run+1, b.runs))
+			r := m.run()
+			switch {
+			case run == 0:
+				best[i] = r
+			case r.Status != "ok":
+				b.logf("%s @ %d users, run %d: %s: %s", m.name, users, run+1, r.Status, r.Note)
+			case r.Seconds < best[i].Seconds:
+				best[i] = r
+			}
+		}
+	}
+	return best
+}
+
+func firstFile(ds *dataset) string {
+	for h := range halves {
+		for _, f := range ds.files[h] {
+			if f != "" {
+				return f
+			}
+		}
+	}
+	return ""
+}
+
+// runStrategy runs one strategy at one scale; failures become the result's
+// status so that one broken strategy does not sink the whole bench.
+func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schemaName string, insertRate float64, budget time.Duration) result {
+	name := s.displayName()
+	r := result{Name: name, Kind: "strategy", Users: ds.users, Rows: ds.totalRows(), Bytes: ds.totalBytes()}
+	if s.key == "insert-1" && insertRate > 0 {
+		if est := time.Duration(float64(ds.totalRows()) / insertRate * float64(time.Second)); est > budget {
+			r.Status = "skipped"
+			r.Note = fmt.Sprintf("would take about %s at the %.0f rows/s of the previous scale, over the -insert-budget of %s", est.Round(time.Second), insertRate, budget)
+			return r
+		}
+	}
+	if s.app != nil {
+		d, err := b.runApp(ctx, *s.app, ds, schemaName)
+		if err != nil {
+			r.Status, r.Note = "failed", err.Error()
+			if s.app.viaPgbouncer && b.bouncerErr != nil {
+				r.Status = "unavailable"
+			}
+			b.logf("%s @ %d users: %v", name, ds.users, err)
+			return r
+		}
+		out := newResult(name, ds, d)
+		return out
+	}
+	if err := b.reset(ctx, schemaName); err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		return r
+	}
+	prefix := ""
+	if s.redis {
+		if err := b.redisReachable(ctx); err != nil {
+			r.Status, r.Note = "unavailable", fmt.Sprintf("Redis at %s does not answer: %v", b.redisAddr, err)
+			return r
+		}
+		prefix = b.prefix + "-" + strconv.Itoa(ds.users)
+		defer b.dropRedisKeys(prefix)
+	}
+	run, err := b.runCollector(ctx, schemaName, 0, ds.users, b.seed, prefix, nil)
+	if err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		if errors.Is(err, errUnavailable) {
+			r.Status = "unavailable"
+		}
+		b.logf("%s @ %d users: %v", name, ds.users, err)
+		return r
+	}
+	out := collectorResult(name, ds.users, ds.totalRows(), ds.totalBytes(), run)
+	if s.redis {
+		if n := b.redisKeys(prefix); n == 0 {
+			out.Note += "; no Redis key was created under the run's key_prefix: the collector wrote directly"
+		}
+	}
+	return out
+}
+
+// standingNotes explain how to read the numbers of this run.
+func (b *bench) standingNotes(rep *report) []string {
+	var notes []string
+	if len(rep.Strategies) == 0 && rep.Mixed == nil {
+		return nil
+	}
+	if rep.Workload.EncodeRowsPerS > 0 {
+		notes = append(notes, fmt.Sprintf("Generating the workload and encoding it with the exporter's row encoder ran at up to %s rows/s on one core here, without PostgreSQL. "+
+			"The collector runs pay that CPU on the same %d cores as PostgreSQL; the other strategies write rows prepared before the clock starts.",
+			num(rep.Workload.EncodeRowsPerS), rep.Machine.Cores))
+	}
+	notes = append(notes, "Collector runs are timed from the loadgen receiver's first batch (every exporter is started by then) to the moment the last row is visible in PostgreSQL; the collector's start-up is shown in the notes, not counted.")
+	if len(rep.Strategies) > 0 {
+		notes = append(notes,
+			fmt.Sprintf("pgbouncer runs in transaction mode; the strategy's 20 client connections share %d server connections (-pgbouncer-pool).", b.bouncerPool),
+			"Application strategies are timed from the first batch to the last commit on connections opened beforehand; INSERTs use pgx's unnamed statements with cached descriptions (binary parameters, one round trip), which also works through pgbouncer's transaction mode.")
+	}
+	return notes
+}
+
+// redisKeys counts the keys naming prefix (-1 when Redis cannot be asked).
+func (b *bench) redisKeys(prefix string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := 0
+	c := newRedisClient(b.redisAddr)
+	defer c.Close()
+	it := c.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
+	for it.Next(ctx) {
+		n++
+	}
+	if it.Err() != nil {
+		return -1
+	}
+	return n
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// result is one timed write: a ceiling run or a strategy at one scale.
+type result struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"` // ceiling, reference (unlogged), strategy, indexes
+	Users int    `json:"users"`
+	Rows  int64  `json:"rows"`
+	// Bytes is the binary COPY size of the rows written, whatever the wire
+	// format; MB/s is Bytes/10^6 per second.
+	Bytes          int64   `json:"bytes"`
+	Seconds        float64 `json:"seconds"`
+	RowsPerS       float64 `json:"rows_per_s"`
+	MBPerS         float64 `json:"mb_per_s"`
+	RatioToCeiling float64 `json:"ratio_to_ceiling"`
+	Status         string  `json:"status"` // ok, skipped, unavailable, failed
+	Note           string  `json:"note,omitempty"`
+}
+
+func newResult(name string, ds *dataset, d time.Duration) result {
+	return timed(name, ds.users, ds.totalRows(), ds.totalBytes(), d)
+}
+
+func timed(name string, users int, rows, bytes int64, d time.Duration) result {
+	r := result{Name: name, Kind: "strategy", Users: users, Rows: rows, Bytes: bytes, Seconds: d.Seconds(), Status: "ok"}
+	if secs := d.Seconds(); secs > 0 {
+		r.RowsPerS = float64(rows) / secs
+		r.MBPerS = float64(bytes) / 1e6 / secs
+	}
+	return r
+}
+
+func collectorResult(name string, users int, rows, bytes int64, run collectorRun) result {
+	r := timed(name, users, rows, bytes, run.elapsed)
+	r.Note = fmt.Sprintf("collector start-up %.1fs not counted", run.startup.Seconds())
+	return r
+}
+
+// report is everything a run measured; it is written as JSON as is.
+type report struct {
+	Machine    machine      `json:"machine"`
+	Workload   workload     `json:"workload"`
+	Ceiling    []result     `json:"ceiling"`
+	Strategies []result     `json:"strategies"`
+	Mixed      *mixedResult `json:"mixed,omitempty"`
+	Indexes    *indexResult `json:"indexes,omitempty"`
+	Notes      []string     `json:"notes,omitempty"`
+	// TotalSeconds is the bench's wall time, set-up and clean-up included.
+	TotalSeconds float64 `json:"total_seconds"`
+}
+
+type workload struct {
+	Scale         []int    `json:"scale_users"`
+	Users         int      `json:"mixed_and_indexes_users"`
+	EventsPerUser int      `json:"events_per_user"`
+	Seed          uint64   `json:"seed"`
+	Parts         []string `json:"parts"`
+	AvgRowBytes   float64  `json:"avg_row_bytes"`
+	// EncodeRowsPerS is loadgen generation plus the exporter's row encoding
+	// on one core, without PostgreSQL: the CPU the collector strategies spend
+	// before writing.
+	EncodeRowsPerS float64 `json:"encode_rows_per_s"`
+}
+
+func num(f float64) string {
+	s := strconv.FormatFloat(f, 'f', 0, 64)
+	// Thousands separators make 5-digit rates readable at a glance.
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		s = "-" + s
+	}
+	return s
+}
+
+func cell(r result, v string) string {
+	if r.Status != "ok" {
+		return "—"
+	}
+	return v
+}
+
+func (rep *report) markdown() string {
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	w("# postgrescopy bench, %s\n\n", rep.Machine.Date)
+	w("**Machine:** %s  \n", rep.Machine.line())
+	var set []string
+	for _, k := range settingsShown {
+		if v, ok := rep.Machine.Settings[k]; ok {
+			set = append(set, k+"="+v)
+		}
+	}
+	w("**Server settings:** %s  \n", strings.Join(set, ", "))
+	if rep.Machine.LoadStart != "" {
+		w("**Load average (1/5/15 min):** %s at start, %s at end, on %d cores  \n", rep.Machine.LoadStart, rep.Machine.LoadEnd, rep.Machine.Cores)
+	}
+	wl := rep.Workload
+	w("**Workload:** loadgen, %d events per user (45%% spans, 25%% metric points, 30%% logs), seed %d, avg %.0f bytes per row (binary COPY); scales %s users; mixed and indexes at %d users. Parts: %s.\n\n",
+		wl.EventsPerUser, wl.Seed, wl.AvgRowBytes, joinInts(wl.Scale), wl.Users, strings.Join(wl.Parts, ", "))
+
+	if len(rep.Ceiling)+len(rep.Strategies) > 0 {
+		w("## Write strategies\n\n")
+		w("Every strategy writes the same rows into all seven tables (spans, logs, five metric tables) with the exporter's DDL and indexes. ")
+		w("`× ceiling` is rows/s over the best raw `psql \\copy` of the same rows at the same scale in this run.\n\n")
+		w("| Strategy | Users | Rows | Seconds | Rows/s | MB/s | × ceiling | Notes |\n")
+		w("|---|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, users := range wl.Scale {
+			for _, r := range append(append([]result(nil), rep.Ceiling...), rep.Strategies...) {
+				if r.Users != users {
+					continue
+				}
+				name := r.Name
+				if r.Kind == "ceiling" || r.Kind == "reference" {
+					name = "*" + name + "*"
+				}
+				note := r.Note
+				if r.Status != "ok" {
+					note = "**" + r.Status + "**: " + note
+				}
+				w("| %s | %d | %s | %s | %s | %s | %s | %s |\n", name, r.Users, num(float64(r.Rows)),
+					cell(r, strconv.FormatFloat(r.Seconds, 'f', 2, 64)), cell(r, num(r.RowsPerS)),
+					cell(r, strconv.FormatFloat(r.MBPerS, 'f', 1, 64)), cell(r, strconv.FormatFloat(r.RatioToCeiling, 'f', 2, 64)),
+					strings.ReplaceAll(note, "|", "/"))
+			}
+		}
+		w("\n")
+	}
+
+	if m := rep.Mixed; m != nil {
+		w("## Writes while the queries run\n\n")
+		if m.Status != "ok" {
+			w("**%s**: %s\n\n", m.Status, m.Note)
+		} else {
+			w("postgrescopy direct ingests %d users (%s rows) into tables preloaded with %s rows, alone and then with %d connections looping over `queries/`.\n\n",
+				m.Users, num(float64(m.Alone.Rows)), num(float64(m.PreloadRows)), m.Readers)
+			w("| Run | Rows/s | MB/s | Seconds |\n|---|---:|---:|---:|\n")
+			for _, r := range []result{m.Alone, m.WithReaders} {
+				w("| %s | %s | %.1f | %.2f |\n", r.Name, num(r.RowsPerS), r.MBPerS, r.Seconds)
+			}
+			w("\nWith readers, ingest runs at %.2f× its speed alone; the readers completed %d queries (%.1f/s).\n\n",
+				m.Slowdown, m.QueriesRun, m.QueriesPerS)
+			w("| Query | Runs | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|---:|\n")
+			for _, q := range m.Queries {
+				errs := ""
+				if q.Errors > 0 {
+					errs = fmt.Sprintf(" (%d errors)", q.Errors)
+				}
+				w("| %s%s | %d | %.1f | %.1f | %.1f |\n", q.Title, errs, q.Runs, q.P50Ms, q.P95Ms, q.MaxMs)
+			}
+			w("\n")
+		}
+	}
+
+	if ix := rep.Indexes; ix != nil {
+		w("## Indexes\n\n")
+		if ix.Status != "ok" {
+			w("**%s**\n\n", ix.Status)
+		} else {
+			w("%s rows (%d users) loaded; each query run once to warm up, then %d times, median shown. ", num(float64(ix.Rows)), ix.Users, ix.Runs)
+			w("Indexes: %s.\n\n", strings.Join(ix.Indexes, ", "))
+			w("| Query | Without ms | With ms | Speed-up | Plan without | Plan with |\n|---|---:|---:|---:|---|---|\n")
+			for _, q := range ix.Queries {
+				w("| %s | %.1f | %.1f | %.2f× | %s | %s |\n", q.Title, q.BeforeMs, q.AfterMs, q.Speedup, q.PlanBefore, q.PlanAfter)
+			}
+			cost := fmt.Sprintf("the indexes cost %.0f%% of the write rate", 100*ix.IngestCost)
+			if ix.IngestCost <= 0 {
+				cost = "no measurable cost at this size (the difference is noise)"
+			}
+			w("\nIngest (psql \\copy, one stream, fastest of %d alternating runs): %s rows/s with the indexes, %s rows/s without: %s. Building them after the load instead took %.2fs.\n\n",
+				ix.CopyRuns, num(ix.CopyWith.RowsPerS), num(ix.CopyWithout.RowsPerS), cost, ix.BuildSeconds)
+		}
+	}
+
+	if len(rep.Notes) > 0 {
+		w("## Notes\n\n")
+		for _, n := range rep.Notes {
+			w("- %s\n", n)
+		}
+		w("\n")
+	}
+	w("Bench wall time: %s.\n", time.Duration(rep.TotalSeconds*float64(time.Second)).Round(time.Second).String())
+	return sb.String()
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// write saves the report as <stamp>.md/.json/.png in dir, and copies them
+// to latest.*.
+func (rep *report) write(dir, stamp string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	png, err := rep.chart()
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{".md": []byte(rep.markdown()), ".json": append(js, '\n'), ".png": png}
+	var written []string
+	for _, ext := range []string{".md", ".json", ".png"} {
+		for _, base := range []string{stamp, "latest"} {
+			p := filepath.Join(dir, base+ext)
+			if err := os.WriteFile(p, files[ext], 0o644); err != nil {
+				return written, err
+			}
+			if base == stamp {
+				written = append(written, p)
+			}
+		}
+	}
+	return written, nil
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+// appStrategy is one of the article's application-side write strategies:
+// conns connections each write batches of batch rows of one table.
+type appStrategy struct {
+	name  string
+	conns int
+	batch int
+	copy  bool // pgx CopyFrom instead of INSERT
+	// viaPgbouncer routes the connections through the bench's pgbouncer.
+	viaPgbouncer bool
+}
+
+// batchJob is a batch of decoded rows of one table.
+type batchJob struct {
+	table int
+	rows  [][]any
+}
+
+// feed decodes ds and sends batches of n rows, taking one batch of each
+// table in turn so that concurrent writers spread over the tables as the
+// exporter's mixed batches do. It closes out when done.
+func feed(ctx context.Context, ds *dataset, dec *decoder, n int, out chan<- batchJob) error {
+	defer close(out)
+	for h := range halves {
+		var readers [numTables]*copyReader
+		open := 0
+		for t := range numTables {
+			if p := ds.files[h][t]; p != "" {
+				r, err := openCopyFile(p)
+				if err != nil {
+					return err
+				}
+				defer r.Close()
+				readers[t] = r
+				open++
+			}
+		}
+		for open > 0 {
+			for t, r := range readers {
+				if r == nil {
+					continue
+				}
+				job := batchJob{table: t, rows: make([][]any, 0, n)}
+				for len(job.rows) < n {
+					fields, err := r.next()
+					if errors.Is(err, io.EOF) {
+						readers[t] = nil
+						open--
+						break
+					}
+					if err != nil {
+						return fmt.Errorf("%s: %w", ds.files[h][t], err)
+					}
+					v, err := dec.row(t, fields)
+					if err != nil {
+						return err
+					}
+					job.rows = append(job.rows, v)
+				}
+				if len(job.rows) == 0 {
+					continue
+				}
+				select {
+				case out <- job:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// insertSQL is a multi-row INSERT of n rows into table t.
+func insertSQL(schemaName string, t, n int) string {
+	tbl := rows.Tables[t]
+	cols := make([]string, len(tbl.Columns))
+	for i, c := range tbl.Columns {
+		cols[i] = pgx.Identifier{c}.Sanitize()
+	}
+	var sb strings.Builder
+	sb.WriteString("INSERT INTO " + schema.Qualified(schemaName, tbl.Name) + " (" + strings.Join(cols, ", ") + ") VALUES ")
+	k := 1
+	for r := range n {
+		if r > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteByte('(')
+		for c := range cols {
+			if c > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteByte('$')
+			sb.WriteString(strconv.Itoa(k))
+			k++
+		}
+		sb.WriteByte(')')
+	}
+	return sb.String()
+}
+
+// openPool opens conns connections to url and connects them all before the
+// clock starts, so no strategy is timed on its connection set-up.
+func openPool(ctx context.Context, url string, conns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = int32(conns)
+	cfg.MinConns = int32(conns)
+	// Unnamed statements with cached descriptions: one round trip per
+	// statement, binary parameters, and it works through pgbouncer's
+	// transaction mode (pgbouncer 1.18 cannot keep named prepared statements).
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	held := make([]*pgxpool.Conn, 0, conns)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range conns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("connect: %w", err)
+		}
+		held = append(held, c)
+	}
+	return pool, nil
+}
+
+// runApp writes ds into schemaName with strategy s and returns the elapsed
+// time from the first batch to the last commit.
+func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaName string) (time.Duration, error) {
+	if err := b.reset(ctx, schemaName); err != nil {
+		return 0, err
+	}
+	url := b.url
+	if s.viaPgbouncer {
+		var err error
+		if url, err = b.pgbouncerURL(ctx); err != nil {
+			return 0, err
+		}
+	}
+	pool, err := openPool(ctx, url, s.conns)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+
+	dec, err := b.decoderFor(ctx, schemaName)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan batchJob, 2*s.conns)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	start := time.Now()
+	wg.Go(func() {
+		if err := feed(ctx, ds, dec, s.batch, jobs); err != nil {
+			fail(err)
+		}
+	})
+	for range s.conns {
+		wg.Go(func() {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer conn.Release()
+			stmts := map[[2]int]string{}
+			var args []any
+			for job := range jobs {
+				if ctx.Err() != nil {
+					continue // drain so the feeder can finish
+				}
+				if err := writeJob(ctx, conn.Conn(), s, schemaName, job, stmts, &args); err != nil {
+					fail(fmt.Errorf("%s into %s: %w", s.name, rows.Tables[job.table].Name, err))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	got, err := countRows(context.WithoutCancel(ctx), b.pool, schemaName)
+	if err != nil {
+		return 0, err
+	}
+	if got != ds.totalRows() {
+		return 0, fmt.Errorf("%s wrote %d rows, the dataset has %d", s.name, got, ds.totalRows())
+	}
+	return elapsed, nil
+}
+
+func writeJob(ctx context.Context, conn *pgx.Conn, s appStrategy, schemaName string, job batchJob, stmts map[[2]int]string, args *[]any) error {
+	if s.copy {
+		_, err := conn.CopyFrom(ctx, pgx.Identifier{schemaName, rows.Tables[job.table].Name},
+			rows.Tables[job.table].Columns, pgx.CopyFromRows(job.rows))
+		return err
+	}
+	key := [2]int{job.table, len(job.rows)}
+	sql, ok := stmts[key]
+	if !ok {
+		sql = insertSQL(schemaName, job.table, len(job.rows))
+		stmts[key] = sql
+	}
+	*args = (*args)[:0]
+	for _, r := range job.rows {
+		*args = append(*args, r...)
+	}
+	_, err := conn.Exec(ctx, sql, *args...)
+	return err
+}
+
+// decoderFor returns a decoder for the column types of schemaName.
+func (b *bench) decoderFor(ctx context.Context, schemaName string) (*decoder, error) {
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	return newDecoder(ctx, conn.Conn(), schemaName)
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+// The INSERT and pgx CopyFrom strategies stand for an application that holds
+// its telemetry as Go values and lets pgx encode them, so the dataset's binary
+// fields are decoded back into the Go types pgx takes for each column.
+
+// pgEpoch is where binary timestamptz counts microseconds from.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// columnTypes returns the type OID of each of t's columns in schemaName, in
+// rows.Tables order.
+func columnTypes(ctx context.Context, conn *pgx.Conn, schemaName string, t rows.Table) ([]uint32, error) {
+	r, err := conn.Query(ctx, `
+SELECT a.atttypid
+FROM unnest($2::text[]) WITH ORDINALITY AS c(name, i)
+JOIN pg_attribute a ON a.attrelid = $1::regclass AND a.attname = c.name AND NOT a.attisdropped
+ORDER BY c.i`, schema.Qualified(schemaName, t.Name), t.Columns)
+	if err != nil {
+		return nil, fmt.Errorf("column types of %s: %w", t.Name, err)
+	}
+	oids, err := pgx.CollectRows(r, pgx.RowTo[uint32])
+	if err != nil {
+		return nil, fmt.Errorf("column types of %s: %w", t.Name, err)
+	}
+	if len(oids) != len(t.Columns) {
+		return nil, fmt.Errorf("table %s has %d of its %d columns", t.Name, len(oids), len(t.Columns))
+	}
+	return oids, nil
+}
+
+// decoder turns binary COPY fields into Go values.
+type decoder struct {
+	types *pgtype.Map
+	oids  [numTables][]uint32
+}
+
+func newDecoder(ctx context.Context, conn *pgx.Conn, schemaName string) (*decoder, error) {
+	d := &decoder{types: pgtype.NewMap()}
+	for i, t := range rows.Tables {
+		oids, err := columnTypes(ctx, conn, schemaName, t)
+		if err != nil {
+			return nil, err
+		}
+		d.oids[i] = oids
+	}
+	return d, nil
+}
+
+// row decodes one row of table t; the values own their memory.
+func (d *decoder) row(t int, fields [][]byte) ([]any, error) {
+	oids := d.oids[t]
+	if len(fields) != len(oids) {
+		return nil, fmt.Errorf("%s row has %d fields, want %d", rows.Tables[t].Name, len(fields), len(oids))
+	}
+	out := make([]any, len(fields))
+	for i, f := range fields {
+		v, err := d.value(oids[i], f)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", rows.Tables[t].Name, rows.Tables[t].Columns[i], err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (d *decoder) value(oid uint32, f []byte) (any, error) {
+	if f == nil {
+		return nil, nil
+	}
+	be := binary.BigEndian
+	switch oid {
+	case pgtype.BoolOID:
+		return f[0] == 1, nil
+	case pgtype.Int2OID:
+		return int16(be.Uint16(f)), nil
+	case pgtype.Int4OID:
+		return int32(be.Uint32(f)), nil
+	case pgtype.Int8OID:
+		return int64(be.Uint64(f)), nil
+	case pgtype.Float8OID:
+		return math.Float64frombits(be.Uint64(f)), nil
+	case pgtype.TextOID:
+		return strings.Clone(string(f)), nil
+	case pgtype.TimestamptzOID:
+		return pgEpoch.Add(time.Duration(int64(be.Uint64(f))) * time.Microsecond), nil
+	case pgtype.UUIDOID:
+		return pgtype.UUID{Bytes: [16]byte(f), Valid: true}, nil
+	case pgtype.JSONBOID:
+		// Binary jsonb is a version byte (1) and the JSON text; pgx sends a
+		// json.RawMessage as it is.
+		return json.RawMessage(append([]byte(nil), f[1:]...)), nil
+	case pgtype.Int8ArrayOID:
+		var v []int64
+		err := d.types.Scan(oid, pgtype.BinaryFormatCode, f, &v)
+		return v, err
+	case pgtype.Float8ArrayOID:
+		var v []float64
+		err := d.types.Scan(oid, pgtype.BinaryFormatCode, f, &v)
+		return v, err
+	}
+	return nil, fmt.Errorf("no decoder for type oid %d", oid)
+}

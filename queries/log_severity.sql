@@ -1,0 +1,16 @@
+-- Log severity distribution per service
+--
+-- Answers: how many log records each service wrote at each severity over the
+-- last 24 hours, and each severity's share of the service's logs.
+-- Index: the window's two bounds prune every partition but the recent ones;
+-- logs_service_severity_time_idx (service_name, severity_number, "timestamp")
+-- can answer it from the index alone once the table is vacuumed.
+-- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
+SELECT service_name,
+       coalesce(severity_text, 'UNSET') AS severity,
+       count(*) AS records,
+       round(100.0 * count(*) / sum(count(*)) OVER (PARTITION BY service_name), 2) AS pct_of_service
+FROM otel.logs
+WHERE "timestamp" > now() - interval '24 hours' AND "timestamp" <= now()
+GROUP BY service_name, coalesce(severity_text, 'UNSET'), severity_number
+ORDER BY service_name, severity_number;
