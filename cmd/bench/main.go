@@ -49,6 +49,8 @@ type bench struct {
 	bouncerPool        int
 
 	bouncer       *pgbouncer.Server
+	replica       bool            // mixed part: also run the readers on a streaming replica
+	cluster       *replicaCluster // the mixed part's own primary and replica, when started
 	bouncerErr    error
 	collectorRuns int // names each run's config and log file
 	progress      *progress
@@ -149,6 +151,7 @@ func run() int {
 	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,pgbouncer,postgrescopy,postgrescopy-redis", "write strategies to run")
 	fs.DurationVar(&insertBudget, "insert-budget", 90*time.Second, "skip a larger scale of one-row INSERT when the previous scale's rate says it would take longer")
 	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
+	fs.BoolVar(&b.replica, "replica", true, "mixed part: run it on the bench's own primary (initdb) and also send the readers to a streaming replica of it (pg_basebackup); reported unavailable when that cannot be set up")
 	fs.IntVar(&b.queryRuns, "query-runs", 5, "timed runs per query in the indexes part (median reported)")
 	fs.IntVar(&b.runs, "runs", 2, "runs of every timed write, interleaved; the fastest is kept (a shared machine is noisy)")
 	fs.IntVar(&b.loadgenConcurrency, "loadgen-concurrency", 2, "loadgen receiver concurrency in the collector runs")
@@ -214,6 +217,9 @@ func run() int {
 	}
 	if has("mixed") {
 		total += 2 * b.runs
+		if b.replica {
+			total += b.runs + 1 // the readers on the replica, and the set-up
+		}
 	}
 	if has("indexes") {
 		total += b.runs + 1
@@ -293,6 +299,7 @@ func (b *bench) open(ctx context.Context) error {
 // close stops what the bench started and drops what it created.
 func (b *bench) close() {
 	b.bouncer.Stop()
+	b.cluster.stop()
 	b.dropSchemas()
 	b.pool.Close()
 	if b.tmp != "" {

@@ -144,24 +144,12 @@ func (rep *report) markdown() string {
 		w("## Writes while the queries run\n\n")
 		if m.Status != "ok" {
 			w("**%s**: %s\n\n", m.Status, m.Note)
-		} else {
-			w("postgrescopy direct ingests %d users (%s rows) into tables preloaded with %s rows, alone and then with %d connections looping over `queries/`.\n\n",
-				m.Users, num(float64(m.Alone.Rows)), num(float64(m.PreloadRows)), m.Readers)
-			w("| Run | Rows/s | MB/s | Seconds |\n|---|---:|---:|---:|\n")
-			for _, r := range []result{m.Alone, m.WithReaders} {
-				w("| %s | %s | %.1f | %.2f |\n", r.Name, num(r.RowsPerS), r.MBPerS, r.Seconds)
-			}
-			w("\nWith readers, ingest runs at %.2f× its speed alone; the readers completed %d queries (%.1f/s).\n\n",
-				m.Slowdown, m.QueriesRun, m.QueriesPerS)
-			w("| Query | Runs | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|---:|\n")
-			for _, q := range m.Queries {
-				errs := ""
-				if q.Errors > 0 {
-					errs = fmt.Sprintf(" (%d errors)", q.Errors)
-				}
-				w("| %s%s | %d | %.1f | %.1f | %.1f |\n", q.Title, errs, q.Runs, q.P50Ms, q.P95Ms, q.MaxMs)
-			}
-			w("\n")
+		}
+		if m.Replica.Status == "unavailable" {
+			w("replica: unavailable (%s)\n\n", strings.ReplaceAll(m.Replica.Note, "\n", " "))
+		}
+		if m.Status == "ok" {
+			w("%s", m.markdown())
 		}
 	}
 
@@ -232,4 +220,95 @@ func (rep *report) write(dir, stamp string) ([]string, error) {
 		}
 	}
 	return written, nil
+}
+
+// markdown is the mixed part's section body: ingest alone and with the
+// readers on each server, the replica's lag, and the query latencies.
+func (m *mixedResult) markdown() string {
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	where := "the -db server"
+	if m.Server == "bench primary" {
+		where = "the bench's own primary"
+	}
+	w("postgrescopy direct ingests %d users (%s rows) into tables on %s preloaded with %s rows, alone and then with %d connections looping over `queries/`",
+		m.Users, num(float64(m.Alone.Rows)), where, num(float64(m.PreloadRows)), m.Readers)
+	if m.OnReplica != nil {
+		w(", first on the primary, then on its streaming replica")
+	}
+	w(".\n\n")
+	rows := []result{m.Alone, m.WithReaders}
+	ratios := []string{"1.00", fmt.Sprintf("%.2f", m.Slowdown)}
+	if m.OnReplica != nil {
+		rows = append(rows, m.OnReplica.Writes)
+		ratios = append(ratios, fmt.Sprintf("%.2f", m.OnReplica.Slowdown))
+	}
+	w("| Run | Rows/s | MB/s | Seconds | × alone |\n|---|---:|---:|---:|---:|\n")
+	for i, r := range rows {
+		w("| %s | %s | %.1f | %.2f | %s |\n", r.Name, num(r.RowsPerS), r.MBPerS, r.Seconds, ratios[i])
+	}
+	w("\nWith readers on the same server, ingest runs at %.2f× its speed alone; the readers completed %d queries (%.1f/s).", m.Slowdown, m.QueriesRun, m.QueriesPerS)
+	if p := m.OnReplica; p != nil {
+		w(" With the readers on the replica, ingest runs at %.2f× its speed alone; the readers completed %d queries (%.1f/s).", p.Slowdown, p.QueriesRun, p.QueriesPerS)
+	}
+	w("\n\n")
+
+	if rp := m.Replica; rp.Status == "ok" {
+		w("**Replica:** PostgreSQL %s, primary made with initdb and replica with `pg_basebackup -R -X stream` (physical slot), both local servers on this machine, started in %.1fs. Primary settings: %s. ",
+			rp.Version, rp.SetupSeconds, strings.Join(rp.Settings, ", "))
+		w("Lag is sampled every %.0f ms on the primary from `pg_stat_replication` while ingest runs: WAL not yet replayed (`pg_current_wal_lsn() - replay_lsn`) and `replay_lag`; catch-up is the longest wait, after the last row is visible on the primary, until the replica has replayed it.\n\n", rp.LagIntervalMs)
+		w("| Run | Samples | Lag max | Lag p95 | replay_lag max ms | replay_lag p95 ms | Catch-up ms |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, l := range []struct {
+			name string
+			st   *lagStats
+		}{{"ingest alone", rp.LagAlone}, {"readers on the primary", rp.LagReadersOnPrim}, {"readers on the replica", rp.LagReadersOnRepl}} {
+			if l.st == nil {
+				continue
+			}
+			errs := ""
+			if l.st.Errors > 0 {
+				errs = fmt.Sprintf(" (%d failed samples)", l.st.Errors)
+			}
+			w("| %s%s | %d | %s | %s | %.0f | %.0f | %.0f |\n", l.name, errs, l.st.Samples, kib(l.st.MaxBytes), kib(l.st.P95Bytes), l.st.MaxMs, l.st.P95Ms, l.st.CatchUpMs)
+		}
+		w("\n")
+	}
+
+	if p := m.OnReplica; p != nil {
+		w("| Query | Runs on primary | p50 ms | p95 ms | max ms | Runs on replica | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for i, q := range m.Queries {
+			rq := queryStats{}
+			if i < len(p.Queries) {
+				rq = p.Queries[i]
+			}
+			w("| %s%s | %d | %.1f | %.1f | %.1f | %d%s | %.1f | %.1f | %.1f |\n", q.Title, queryErrors(q), q.Runs, q.P50Ms, q.P95Ms, q.MaxMs,
+				rq.Runs, queryErrors(rq), rq.P50Ms, rq.P95Ms, rq.MaxMs)
+		}
+	} else {
+		w("| Query | Runs | p50 ms | p95 ms | max ms |\n|---|---:|---:|---:|---:|\n")
+		for _, q := range m.Queries {
+			w("| %s%s | %d | %.1f | %.1f | %.1f |\n", q.Title, queryErrors(q), q.Runs, q.P50Ms, q.P95Ms, q.MaxMs)
+		}
+	}
+	w("\n")
+	return sb.String()
+}
+
+func queryErrors(q queryStats) string {
+	if q.Errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d errors)", q.Errors)
+}
+
+// kib shows a WAL distance in bytes as KiB or MiB.
+func kib(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
 }
