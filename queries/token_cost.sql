@@ -4,21 +4,23 @@
 -- and output tokens and their cost in USD over the last 7 days, dearest first.
 -- Only CLIENT spans count (the provider and embeddings calls): the LLM proxy's
 -- SERVER span repeats its calls' totals and would count them twice.
--- Index: none; the window's bounds prune partitions, then it reads
--- span_attributes (JSONB) of every span in the window.
--- A later schema version promotes these attributes to typed columns.
+-- Columns: the genai preset's promoted columns (promote_preset: genai, the
+-- default) hold model, tokens and cost, typed: no JSONB is read for them.
+-- team is not a GenAI attribute and stays in span_attributes; promote it
+-- (promote: [{column: team, type: text, from: ["span:team"]}]) to make the
+-- whole query typed.
+-- Index: none; the window's bounds prune partitions.
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
 SELECT date_trunc('day', start_time) AS day,
        span_attributes ->> 'team' AS team,
-       coalesce(span_attributes ->> 'gen_ai.response.model',
-                span_attributes ->> 'gen_ai.request.model') AS model,
+       coalesce(gen_ai_response_model, gen_ai_request_model) AS model,
        count(*) AS calls,
-       sum((span_attributes ->> 'gen_ai.usage.input_tokens')::bigint) AS input_tokens,
-       sum(coalesce((span_attributes ->> 'gen_ai.usage.output_tokens')::bigint, 0)) AS output_tokens,
-       round(sum((span_attributes ->> 'gen_ai.usage.cost')::numeric), 4) AS cost_usd
+       sum(gen_ai_input_tokens) AS input_tokens,
+       sum(coalesce(gen_ai_output_tokens, 0)) AS output_tokens,
+       round(sum(gen_ai_cost_usd)::numeric, 4) AS cost_usd
 FROM otel.spans
 WHERE start_time > now() - interval '7 days' AND start_time <= now()
   AND span_kind = 'Client'
-  AND span_attributes ? 'gen_ai.usage.input_tokens'
+  AND gen_ai_input_tokens IS NOT NULL
 GROUP BY 1, 2, 3
 ORDER BY cost_usd DESC NULLS LAST, day, team, model;

@@ -10,13 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
 // copyCommand is the psql meta-command that loads one dataset file.
 func copyCommand(schemaName string, table int, path string) string {
-	t := rows.Tables[table]
+	t := benchLayout.Table(table)
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		cols[i] = pgx.Identifier{c}.Sanitize()

@@ -104,6 +104,7 @@ func (d *dataset) writeHalf(dir string, h int, gen *loadgenreceiver.Generator) e
 		bufs  [numTables]*bufio.Writer
 		b     rows.Batch
 	)
+	b.SetLayout(benchLayout)
 	defer func() {
 		for _, f := range files {
 			if f != nil {
@@ -116,13 +117,13 @@ func (d *dataset) writeHalf(dir string, h int, gen *loadgenreceiver.Generator) e
 		for t := range numTables {
 			data, err := b.Data(t)
 			if err != nil {
-				return fmt.Errorf("encode %s: %w", rows.Tables[t].Name, err)
+				return fmt.Errorf("encode %s: %w", benchLayout.Table(t).Name, err)
 			}
 			if data == nil {
 				continue
 			}
 			if files[t] == nil {
-				name := filepath.Join(dir, rows.Tables[t].Name+"."+strconv.Itoa(h)+".copy")
+				name := filepath.Join(dir, benchLayout.Table(t).Name+"."+strconv.Itoa(h)+".copy")
 				f, err := os.Create(name)
 				if err != nil {
 					return err

@@ -17,13 +17,27 @@ import (
 // (partitioning: interval 24h, premake 3, no retention).
 var exporterPartitioning = schema.Partitioning{Interval: 24 * time.Hour, Premake: 3}
 
+// benchLayout is the exporter's default row layout: the built-in columns and
+// the genai preset's promoted columns (promote_preset: genai).
+var benchLayout = func() *rows.Layout {
+	l, err := rows.NewLayout(rows.GenAI())
+	if err != nil {
+		panic(err) // the preset is fixed at build time
+	}
+	return l
+}()
+
 // prepareSchema does what the exporter does at start with its defaults
-// (create_schema: true, indexes: true): migrate, create the query index set,
-// and make the partitions around now, so that every strategy writes into the
-// same layout the collector writes into.
+// (create_schema: true, indexes: true, promote_preset: genai): migrate, add
+// the promoted columns, create the query index set, and make the partitions
+// around now, so that every strategy writes into the same layout the
+// collector writes into.
 func prepareSchema(ctx context.Context, conn *pgx.Conn, name string) error {
 	if _, err := schema.Migrate(ctx, conn, name); err != nil {
 		return fmt.Errorf("migrate %s: %w", name, err)
+	}
+	if err := schema.AddColumns(ctx, conn, name, schema.PromotedColumns(benchLayout)); err != nil {
+		return fmt.Errorf("promoted columns of %s: %w", name, err)
 	}
 	if err := schema.SetIndexes(ctx, conn, name, true); err != nil {
 		return fmt.Errorf("indexes of %s: %w", name, err)

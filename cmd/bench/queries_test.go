@@ -36,8 +36,9 @@ func TestQueriesReturnRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := pgwrite.NewWriter(pool, name)
+	w := pgwrite.NewLayoutWriter(pool, name, benchLayout)
 	var b rows.Batch
+	b.SetLayout(benchLayout)
 	for more := true; more; {
 		more = false
 		b.Reset()

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
@@ -91,7 +90,7 @@ func feed(ctx context.Context, ds *dataset, dec *decoder, n int, out chan<- batc
 
 // insertSQL is a multi-row INSERT of n rows into table t.
 func insertSQL(schemaName string, t, n int) string {
-	tbl := rows.Tables[t]
+	tbl := benchLayout.Table(t)
 	cols := make([]string, len(tbl.Columns))
 	for i, c := range tbl.Columns {
 		cols[i] = pgx.Identifier{c}.Sanitize()
@@ -206,7 +205,7 @@ func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaNa
 					continue // drain so the feeder can finish
 				}
 				if err := writeJob(ctx, conn.Conn(), s, schemaName, job, stmts, &args); err != nil {
-					fail(fmt.Errorf("%s into %s: %w", s.name, rows.Tables[job.table].Name, err))
+					fail(fmt.Errorf("%s into %s: %w", s.name, benchLayout.Table(job.table).Name, err))
 				}
 			}
 		})
@@ -228,8 +227,8 @@ func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaNa
 
 func writeJob(ctx context.Context, conn *pgx.Conn, s appStrategy, schemaName string, job batchJob, stmts map[[2]int]string, args *[]any) error {
 	if s.copy {
-		_, err := conn.CopyFrom(ctx, pgx.Identifier{schemaName, rows.Tables[job.table].Name},
-			rows.Tables[job.table].Columns, pgx.CopyFromRows(job.rows))
+		_, err := conn.CopyFrom(ctx, pgx.Identifier{schemaName, benchLayout.Table(job.table).Name},
+			benchLayout.Table(job.table).Columns, pgx.CopyFromRows(job.rows))
 		return err
 	}
 	key := [2]int{job.table, len(job.rows)}

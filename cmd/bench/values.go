@@ -66,13 +66,13 @@ func newDecoder(ctx context.Context, conn *pgx.Conn, schemaName string) (*decode
 func (d *decoder) row(t int, fields [][]byte) ([]any, error) {
 	oids := d.oids[t]
 	if len(fields) != len(oids) {
-		return nil, fmt.Errorf("%s row has %d fields, want %d", rows.Tables[t].Name, len(fields), len(oids))
+		return nil, fmt.Errorf("%s row has %d fields, want %d", benchLayout.Table(t).Name, len(fields), len(oids))
 	}
 	out := make([]any, len(fields))
 	for i, f := range fields {
 		v, err := d.value(oids[i], f)
 		if err != nil {
-			return nil, fmt.Errorf("%s.%s: %w", rows.Tables[t].Name, rows.Tables[t].Columns[i], err)
+			return nil, fmt.Errorf("%s.%s: %w", benchLayout.Table(t).Name, benchLayout.Table(t).Columns[i], err)
 		}
 		out[i] = v
 	}

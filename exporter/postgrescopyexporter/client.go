@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type client struct {
 	logger *zap.Logger
 	tel    *metadata.TelemetryBuilder
 	target string // user@host:port/db, never the password
+	layout *rows.Layout
 
 	pool   *pgxpool.Pool
 	writer *pgwrite.Writer
@@ -52,7 +54,11 @@ func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{cfg: cfg, logger: set.Logger, tel: tel}, nil
+	layout, err := cfg.layout()
+	if err != nil {
+		return nil, err
+	}
+	return &client{cfg: cfg, logger: set.Logger, tel: tel, layout: layout}, nil
 }
 
 func (c *client) poolConfig(ctx context.Context) (*pgxpool.Config, error) {
@@ -106,7 +112,7 @@ func (c *client) start(ctx context.Context) error {
 		return fmt.Errorf("create pool for %s: %w", c.target, err)
 	}
 	c.pool = pool
-	c.writer = pgwrite.NewWriter(pool, c.cfg.Schema)
+	c.writer = pgwrite.NewLayoutWriter(pool, c.cfg.Schema, c.layout)
 
 	attemptCtx, cancel := context.WithTimeout(ctx, startAttempt)
 	err = c.prepare(attemptCtx)
@@ -138,7 +144,7 @@ func (c *client) start(ctx context.Context) error {
 }
 
 func fatal(err error) bool {
-	return errors.Is(err, schema.ErrNewerSchema) || errors.Is(err, errMissing) || errors.Is(err, schema.ErrNoCitus) ||
+	return errors.Is(err, schema.ErrNewerSchema) || errors.Is(err, errMissing) || errors.Is(err, schema.ErrColumnType) || errors.Is(err, schema.ErrNoCitus) ||
 		pgwrite.Classify(err) == pgwrite.Config
 }
 
@@ -225,6 +231,9 @@ func (c *client) migrate(ctx context.Context, conn *pgx.Conn) error {
 	if err := schema.SetIndexes(ctx, conn, c.cfg.Schema, c.cfg.Indexes); err != nil {
 		return err
 	}
+	if err := schema.AddColumns(ctx, conn, c.cfg.Schema, schema.PromotedColumns(c.layout)); err != nil {
+		return err
+	}
 	if c.cfg.Distribution == distributionCitus {
 		return schema.Distribute(ctx, conn, c.cfg.Schema)
 	}
@@ -234,13 +243,25 @@ func (c *client) migrate(ctx context.Context, conn *pgx.Conn) error {
 // checkSchema is create_schema: false: every table and column must exist and
 // be writable, at exactly this binary's schema version.
 func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
-	missing, err := schema.Missing(ctx, conn, c.cfg.Schema, tableColumns())
+	missing, err := schema.Missing(ctx, conn, c.cfg.Schema, tableColumns(c.layout))
 	if err != nil {
 		return err
 	}
+	promoted := schema.PromotedColumns(c.layout)
 	if len(missing) > 0 {
-		return fmt.Errorf("%w in schema %q: %v (create_schema is false: apply the DDL from the README or set create_schema: true)",
-			errMissing, c.cfg.Schema, missing)
+		hint := "apply the DDL from the README or set create_schema: true"
+		if len(promoted) > 0 {
+			// The README's DDL does not know this configuration's columns.
+			hint += "; the promoted columns are added by: " + schema.AddColumnsSQL(c.cfg.Schema, promoted)
+		}
+		return fmt.Errorf("%w in schema %q: %v (create_schema is false: %s)", errMissing, c.cfg.Schema, missing, hint)
+	}
+	wrong, err := schema.WrongTypes(ctx, conn, c.cfg.Schema, promoted)
+	if err != nil {
+		return err
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("%w: %s", schema.ErrColumnType, strings.Join(wrong, ", "))
 	}
 	v, err := schema.Version(ctx, conn, c.cfg.Schema)
 	switch {
@@ -254,9 +275,10 @@ func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-func tableColumns() map[string][]string {
+func tableColumns(l *rows.Layout) map[string][]string {
 	out := make(map[string][]string, len(rows.Tables)+1)
-	for _, t := range rows.Tables {
+	for i := range rows.Tables {
+		t := l.Table(i)
 		out[t.Name] = t.Columns
 	}
 	out[pgwrite.RejectsTable] = pgwrite.RejectsColumns

@@ -73,6 +73,15 @@ type Config struct {
 	// redis, when present, coordinates batching across replicas through Redis
 	// streams (see RedisConfig). Default absent: direct writes.
 	Redis configoptional.Optional[RedisConfig] `mapstructure:"redis"`
+	// promote maps attribute keys to typed columns of spans and logs (see
+	// PromoteConfig), added at start with create_schema: true. Default empty.
+	Promote []PromoteConfig `mapstructure:"promote"`
+	// promote_preset adds a predefined set of promoted columns: "genai" (the
+	// default: gen_ai_provider_name, gen_ai_operation_name,
+	// gen_ai_request_model, gen_ai_response_model, gen_ai_input_tokens,
+	// gen_ai_output_tokens, gen_ai_cost_usd on spans) or "none". A promote
+	// entry of the same column name replaces the preset's.
+	PromotePreset string `mapstructure:"promote_preset"`
 	// limits bounds the size of one value and one row; larger ones are cut
 	// with a marker, never dropped (see LimitsConfig).
 	Limits LimitsConfig `mapstructure:"limits"`
@@ -105,6 +114,9 @@ func (cfg *Config) Validate() error {
 		// An in-memory queue acknowledges a request before Redis holds it,
 		// and a crash would lose what the client was told was received.
 		errs = errors.Join(errs, errors.New(`with "redis", the sending queue must not acknowledge early: set "sending_queue::enabled: false" (Redis is the queue) or "sending_queue::wait_for_result: true"`))
+	}
+	if _, err := cfg.layout(); err != nil {
+		errs = errors.Join(errs, err)
 	}
 	if cfg.MaxConns < 0 {
 		errs = errors.Join(errs, fmt.Errorf(`"max_conns" must be 0 (automatic) or positive, got %d`, cfg.MaxConns))

@@ -67,9 +67,10 @@ func (l LimitsConfig) rows() rows.Limits {
 	return out
 }
 
-// newBatch returns an empty batch under cfg's limits.
-func (cfg *Config) newBatch() *rows.Batch {
+// newBatch returns an empty batch of layout under cfg's limits.
+func (cfg *Config) newBatch(layout *rows.Layout) *rows.Batch {
 	b := new(rows.Batch)
+	b.SetLayout(layout)
 	b.SetLimits(cfg.Limits.rows())
 	return b
 }

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
 )
 
 func TestConfigStruct(t *testing.T) {
@@ -73,6 +74,7 @@ func TestLoadConfig(t *testing.T) {
 				Partitioning:    defaultPartitioningConfig(),
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
+				PromotePreset:   "genai",
 			},
 		},
 		{
@@ -99,6 +101,12 @@ func TestLoadConfig(t *testing.T) {
 				Partitioning:    defaultPartitioningConfig(),
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
+				PromotePreset:   "none",
+				Promote: []PromoteConfig{
+					{Column: "user_id", Type: "text", From: []string{"span:enduser.id", "log:user.id", "resource:user.id"},
+						Signals: []string{"traces", "logs"}, Remove: true},
+					{Column: "retries", Type: "bigint", From: []string{"span:http.request.resend_count"}},
+				},
 			},
 		},
 		{
@@ -118,6 +126,7 @@ func TestLoadConfig(t *testing.T) {
 				Partitioning:    defaultPartitioningConfig(),
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
+				PromotePreset:   "genai",
 			},
 		},
 		{
@@ -155,22 +164,33 @@ func TestInvalidConfigs(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "invalid_configs.yaml"))
 	require.NoError(t, err)
 	want := map[string]string{
-		"missing_endpoint":   `"endpoint" is required`,
-		"malformed_endpoint": `"endpoint" is not a valid PostgreSQL URL`,
-		"bad_schema":         `"schema" "bad-name;drop" is not a valid identifier`,
-		"empty_schema":       `"schema" "" is not a valid identifier`,
-		"negative_max_conns": `"max_conns" must be 0`,
-		"unknown_key":        `invalid keys: batch_rows`,
-		"negative_timeout":   `timeout`,
-		"redis_no_endpoint":  `"redis::endpoint" is required`,
-		"redis_bad_endpoint": `"redis::endpoint" must be host:port`,
-		"redis_bad_workers":  `"redis::workers" must be in 1..64`,
-		"redis_bad_prefix":   `"redis::key_prefix"`,
-		"redis_short_ledger": `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
-		"short_ledger":       `"ledger_retention" must be at least 1m`,
-		"redis_early_ack":    `set "sending_queue::enabled: false"`,
-		"bad_exec_mode":      `"query_exec_mode" "prepared" is not one of`,
-		"bad_distribution":   `"distribution" must be empty or "citus"`,
+		"missing_endpoint":       `"endpoint" is required`,
+		"malformed_endpoint":     `"endpoint" is not a valid PostgreSQL URL`,
+		"bad_schema":             `"schema" "bad-name;drop" is not a valid identifier`,
+		"empty_schema":           `"schema" "" is not a valid identifier`,
+		"negative_max_conns":     `"max_conns" must be 0`,
+		"unknown_key":            `invalid keys: batch_rows`,
+		"negative_timeout":       `timeout`,
+		"redis_no_endpoint":      `"redis::endpoint" is required`,
+		"redis_bad_endpoint":     `"redis::endpoint" must be host:port`,
+		"redis_bad_workers":      `"redis::workers" must be in 1..64`,
+		"redis_bad_prefix":       `"redis::key_prefix"`,
+		"redis_short_ledger":     `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
+		"short_ledger":           `"ledger_retention" must be at least 1m`,
+		"redis_early_ack":        `set "sending_queue::enabled: false"`,
+		"bad_exec_mode":          `"query_exec_mode" "prepared" is not one of`,
+		"bad_distribution":       `"distribution" must be empty or "citus"`,
+		"promote_bad_column":     `column "user-id" is not a valid identifier`,
+		"promote_builtin_column": `collides with a built-in column of spans`,
+		"promote_bad_type":       `type "integer" is not one of text, bigint`,
+		"promote_no_keys":        `"from" needs at least one key`,
+		"promote_bad_scope":      `from "scope:user.id" is not "span:<key>"`,
+		"promote_no_key_name":    `from "span:" is not "span:<key>"`,
+		"promote_scope_signal":   `from "log:user.id" reads logs, but "signals" lacks logs`,
+		"promote_bad_signal":     `signal "metrics" is not traces or logs`,
+		"promote_twice":          `promoted column "user_id": named twice`,
+		"promote_bad_preset":     `"promote_preset" must be "genai" or "none", got "openai"`,
+		"promote_not_a_list":     `'promote' source data must be an array or slice`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))
@@ -207,4 +227,23 @@ func TestMalformedEndpointErrorHidesPassword(t *testing.T) {
 		assert.NotContains(t, err.Error(), "hunt")
 		assert.NotContains(t, err.Error(), "er2")
 	}
+}
+
+// TestPromoteReplacesPresetColumn: a promote entry named like a preset column
+// takes its place (same position, the user's keys), not a second column.
+func TestPromoteReplacesPresetColumn(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	cfg.Promote = []PromoteConfig{{Column: "gen_ai_cost_usd", Type: "double precision", From: []string{"span:acme.cost"}}}
+	cols, err := cfg.promotedColumns()
+	require.NoError(t, err)
+	require.Len(t, cols, len(rows.GenAI()), "replaced, not added")
+	for _, c := range cols {
+		if c.Column == "gen_ai_cost_usd" {
+			assert.Equal(t, []rows.Source{{Scope: rows.ScopeSpan, Key: "acme.cost"}}, c.From)
+		}
+	}
+	cfg.PromotePreset = presetNone
+	cols, err = cfg.promotedColumns()
+	require.NoError(t, err)
+	assert.Len(t, cols, 1, "without the preset only the entry remains")
 }

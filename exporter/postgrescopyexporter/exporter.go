@@ -41,7 +41,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 		return nil, err
 	}
 	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s}
-	e.batches.New = func() any { return cfg.newBatch() }
+	e.batches.New = func() any { return cfg.newBatch(s.c.layout) }
 	return e, nil
 }
 

@@ -36,6 +36,9 @@ func createDefaultConfig() component.Config {
 		Partitioning:    defaultPartitioningConfig(),
 		LedgerRetention: 24 * time.Hour,
 		Redis:           configoptional.Default(defaultRedisConfig()),
+		// On by default: the product exists to show AI spend, and the
+		// columns cost a NULL bit and a few key lookups on other spans.
+		PromotePreset: presetGenAI,
 	}
 }
 

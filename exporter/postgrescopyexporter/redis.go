@@ -86,7 +86,7 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 			f := &flusher{
 				c:      c,
 				sig:    sig,
-				batch:  c.cfg.newBatch(),
+				batch:  c.cfg.newBatch(c.layout),
 				stream: coord.NewStream(rs.rdb, keys, bounds, fmt.Sprintf("%s-%s-%d", rs.consumer, sig.name, w)),
 				rc:     rc,
 				logger: c.logger.With(zap.String("signal", sig.name), zap.Int("worker", w)),

@@ -198,3 +198,30 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// AppendMapSkip appends m as a JSON object without the top-level entries
+// whose key is in skip (every entry of a repeated key), for a promoted
+// attribute that its column holds instead.
+func (e Encoder) AppendMapSkip(dst []byte, m pcommon.Map, skip []string) []byte {
+	if len(skip) == 0 {
+		return e.appendMap(dst, m, 0)
+	}
+	dst = append(dst, '{')
+	first := true
+outer:
+	for k, v := range m.All() {
+		for _, s := range skip {
+			if k == s {
+				continue outer
+			}
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = e.AppendString(dst, k)
+		dst = append(dst, ':')
+		dst = e.appendValue(dst, v, 1)
+	}
+	return append(dst, '}')
+}

@@ -175,6 +175,13 @@ func (e *Encoder) Timestamptz(unixNano uint64) {
 	e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(us))
 }
 
+// TimestamptzUnixMicro writes a Unix-microsecond time, which may precede
+// 1970, as timestamptz.
+func (e *Encoder) TimestamptzUnixMicro(us int64) {
+	e.field(8)
+	e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(us-pgEpochMicros))
+}
+
 // UUID writes 16 bytes as uuid, or NULL when every byte is zero (an absent id).
 func (e *Encoder) UUID(id [16]byte) {
 	if id == [16]byte{} {

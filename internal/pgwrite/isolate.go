@@ -259,7 +259,7 @@ func (s *isolator) encodeRejects(e *pgcopy.Encoder, withJSON bool) io.Reader {
 	e.Reset()
 	var js []byte
 	for _, r := range s.b.Rejects() {
-		t := &rows.Tables[r.Table]
+		t := s.w.layout.Table(r.Table)
 		tuple := s.b.Tuples(r.Table, r.Row, r.Row+1)
 		code, msg, detail := describe(r.Err)
 		e.BeginRow(len(RejectsColumns))
@@ -270,7 +270,7 @@ func (s *isolator) encodeRejects(e *pgcopy.Encoder, withJSON bool) io.Reader {
 		e.TextOrNull(detail)
 		var ok bool
 		if withJSON {
-			js, ok = rows.AppendRowJSON(js[:0], r.Table, tuple)
+			js, ok = s.w.layout.AppendRowJSON(js[:0], r.Table, tuple)
 		}
 		if ok {
 			e.JSONB(js)

@@ -3,6 +3,7 @@ package pgwrite
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -25,6 +26,7 @@ type TableResult struct {
 // concurrent use: each Write takes its own connection from the pool.
 type Writer struct {
 	pool        *pgxpool.Pool
+	layout      *rows.Layout
 	copySQL     [len(rows.Tables)]string
 	names       [len(rows.Tables)]string
 	ledgerTable string
@@ -32,15 +34,27 @@ type Writer struct {
 	onIsolate   func(IsolationStats) // tests observe isolation here
 }
 
-// NewWriter prepares the COPY statements for schemaName.
+// NewWriter prepares the COPY statements of the built-in tables
+// (rows.DefaultLayout) for schemaName.
 func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
-	w := &Writer{pool: pool, ledgerTable: schema.Qualified(schemaName, "ledger"), rejectsSQL: rejectsCopySQL(schemaName)}
-	for i, t := range rows.Tables {
+	return NewLayoutWriter(pool, schemaName, rows.DefaultLayout())
+}
+
+// NewLayoutWriter prepares the COPY statements of layout's tables for
+// schemaName; it writes only batches of that layout.
+func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *rows.Layout) *Writer {
+	w := &Writer{pool: pool, layout: layout, ledgerTable: schema.Qualified(schemaName, "ledger"), rejectsSQL: rejectsCopySQL(schemaName)}
+	for i := range rows.Tables {
+		t := layout.Table(i)
 		w.names[i] = t.Name
-		w.copySQL[i] = CopySQL(schemaName, t)
+		w.copySQL[i] = CopySQL(schemaName, *t)
 	}
 	return w
 }
+
+// errLayout is a batch encoded for other columns than the writer's: COPY
+// would refuse every row, and isolation would reject them all.
+var errLayout = errors.New("pgwrite: the batch's layout is not the writer's")
 
 // CopySQL is the COPY statement for table t in schemaName, quoted throughout.
 func CopySQL(schemaName string, t rows.Table) string {
@@ -62,6 +76,9 @@ func (w *Writer) Write(ctx context.Context, b *rows.Batch) ([]TableResult, error
 }
 
 func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableResult, error) {
+	if b.Layout() != w.layout {
+		return nil, errLayout
+	}
 	var out []TableResult
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]

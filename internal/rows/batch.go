@@ -16,6 +16,12 @@ type Batch struct {
 	enc [numTables]pgcopy.Encoder
 	ctx context
 	lim Limits
+	lay *Layout // nil: DefaultLayout
+
+	// Promoted values of the current row, and the keys dropped from its
+	// attributes' JSONB.
+	vals []promoVal
+	skip []string
 
 	rejects []Reject
 	// Scratch space for shrinking a row over lim.MaxRow.
@@ -49,6 +55,20 @@ func (b *Batch) SetLimits(l Limits) {
 	b.ctx.json = jsonb.Encoder{MaxValue: l.MaxValue}
 }
 
+// SetLayout makes the batch encode rows of l (nil: DefaultLayout); set it
+// before adding rows.
+func (b *Batch) SetLayout(l *Layout) { b.lay = l }
+
+// Layout is the tables the batch encodes.
+func (b *Batch) Layout() *Layout { return b.layout() }
+
+func (b *Batch) layout() *Layout {
+	if b.lay == nil {
+		return &defaultLayout
+	}
+	return b.lay
+}
+
 // Reset empties the batch and keeps its buffers and limits.
 func (b *Batch) Reset() {
 	for i := range b.enc {
@@ -60,7 +80,7 @@ func (b *Batch) Reset() {
 // Reject is a row that PostgreSQL refused: the writer stored it in the
 // rejects table instead of its own.
 type Reject struct {
-	Table int // index into Tables
+	Table int // index into the batch's Layout
 	Row   int // the row's index within its table's stream
 	Err   error
 }
@@ -96,7 +116,7 @@ func (b *Batch) Data(i int) ([]byte, error) { return b.enc[i].Bytes() }
 
 func (b *Batch) begin(i int) *pgcopy.Encoder {
 	e := &b.enc[i]
-	e.BeginRow(len(Tables[i].Columns))
+	e.BeginRow(len(b.layout().tables[i].Columns))
 	return e
 }
 
@@ -119,12 +139,20 @@ type context struct {
 	scope       pcommon.InstrumentationScope
 	scopeSchema string
 	scopeJSON   []byte
+
+	// The resource's JSON without keys that promoted columns removed, for
+	// the removal mask resSkipMask; resSkipOK until the resource changes.
+	resSkipJSON []byte
+	resSkipKeys []string
+	resSkipMask uint64
+	resSkipOK   bool
 }
 
 func (c *context) setResource(r pcommon.Resource, schemaURL string) {
 	c.resource = r
 	c.resSchema = schemaURL
 	c.service = ""
+	c.resSkipOK = false
 	if v, ok := r.Attributes().Get("service.name"); ok {
 		c.service = v.AsString()
 	}
@@ -138,10 +166,13 @@ func (c *context) setScope(s pcommon.InstrumentationScope, schemaURL string) {
 }
 
 // writeTail writes contextColumns.
-func (c *context) writeTail(e *pgcopy.Encoder) {
+func (c *context) writeTail(e *pgcopy.Encoder) { c.writeTailRes(e, c.resJSON) }
+
+// writeTailRes writes contextColumns with resJSON as the resource's attributes.
+func (c *context) writeTailRes(e *pgcopy.Encoder, resJSON []byte) {
 	e.TextOrNull(c.scope.Name())
 	e.TextOrNull(c.scope.Version())
-	e.JSONB(c.resJSON)
+	e.JSONB(resJSON)
 	e.JSONB(c.scopeJSON)
 	e.Int32(int32(c.resource.DroppedAttributesCount()))
 	e.Int32(int32(c.scope.DroppedAttributesCount()))
@@ -168,6 +199,13 @@ func optionalTimestamp(e *pgcopy.Encoder, t pcommon.Timestamp) {
 func (c *context) jsonMap(e *pgcopy.Encoder, m pcommon.Map) {
 	pos := e.BeginJSONB()
 	e.AppendBuf(func(b []byte) []byte { return c.json.AppendMap(b, m) })
+	e.End(pos)
+}
+
+// jsonMapSkip is jsonMap without the top-level keys in skip.
+func (c *context) jsonMapSkip(e *pgcopy.Encoder, m pcommon.Map, skip []string) {
+	pos := e.BeginJSONB()
+	e.AppendBuf(func(b []byte) []byte { return c.json.AppendMapSkip(b, m, skip) })
 	e.End(pos)
 }
 

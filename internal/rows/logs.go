@@ -21,6 +21,12 @@ func (b *Batch) AddLogs(ld plog.Logs) {
 
 func (b *Batch) addLog(l plog.LogRecord) {
 	c := &b.ctx
+	promo := b.layout().promo[IdxLogs]
+	resJSON := c.resJSON
+	b.skip = b.skip[:0]
+	if len(promo) > 0 {
+		resJSON = b.resolve(promo, l.Attributes())
+	}
 	e := b.begin(IdxLogs)
 	timestamp(e, l.Timestamp())
 	timestamp(e, l.ObservedTimestamp())
@@ -38,8 +44,9 @@ func (b *Batch) addLog(l plog.LogRecord) {
 		e.Null()
 	}
 	e.TextOrNull(l.EventName())
-	c.jsonMap(e, l.Attributes())
+	c.jsonMapSkip(e, l.Attributes(), b.skip)
 	e.Int32(int32(l.DroppedAttributesCount()))
-	c.writeTail(e)
+	c.writeTailRes(e, resJSON)
+	b.writePromoted(e, promo)
 	b.end(IdxLogs)
 }

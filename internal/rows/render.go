@@ -16,14 +16,19 @@ import (
 // pgEpochUnix is 2000-01-01, where binary timestamptz counts from.
 const pgEpochUnix = 946684800
 
+// AppendRowJSON is Layout.AppendRowJSON of DefaultLayout.
+func AppendRowJSON(dst []byte, i int, tuple []byte) ([]byte, bool) {
+	return defaultLayout.AppendRowJSON(dst, i, tuple)
+}
+
 // AppendRowJSON appends tuple, one encoded row of table i, as a JSON object
 // of its columns, written so that jsonb_populate_record reads it back into
 // the table's row type (times as ISO 8601, ids as uuid or bigint, NaN and
 // infinities as strings, jsonb columns as themselves). It reports false for
 // a tuple that is not one row of table i. It serves the rejects table, off
 // the hot path.
-func AppendRowJSON(dst []byte, i int, tuple []byte) ([]byte, bool) {
-	t := &Tables[i]
+func (l *Layout) AppendRowJSON(dst []byte, i int, tuple []byte) ([]byte, bool) {
+	t := &l.tables[i]
 	fields, ok := pgcopy.SplitRow(nil, tuple)
 	if !ok || len(fields) != len(t.Kinds) {
 		return dst, false

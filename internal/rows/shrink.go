@@ -19,7 +19,7 @@ import (
 func (b *Batch) shrinkRow(i int) {
 	e := &b.enc[i]
 	row := e.LastRow()
-	kinds := Tables[i].Kinds
+	kinds := b.layout().tables[i].Kinds
 	fields, ok := pgcopy.SplitRow(b.fields[:0], row)
 	b.fields = fields
 	if !ok || len(fields) != len(kinds) {

@@ -22,6 +22,12 @@ func (b *Batch) AddTraces(td ptrace.Traces) {
 
 func (b *Batch) addSpan(s ptrace.Span) {
 	c := &b.ctx
+	promo := b.layout().promo[IdxSpans]
+	resJSON := c.resJSON
+	b.skip = b.skip[:0]
+	if len(promo) > 0 {
+		resJSON = b.resolve(promo, s.Attributes())
+	}
 	e := b.begin(IdxSpans)
 	start, end := s.StartTimestamp(), s.EndTimestamp()
 	timestamp(e, start)
@@ -39,7 +45,7 @@ func (b *Batch) addSpan(s ptrace.Span) {
 	enumText(e, s.Kind().String(), int32(s.Kind()))
 	enumText(e, s.Status().Code().String(), int32(s.Status().Code()))
 	e.TextOrNull(s.Status().Message())
-	c.jsonMap(e, s.Attributes())
+	c.jsonMapSkip(e, s.Attributes(), b.skip)
 
 	if evs := s.Events(); evs.Len() > 0 {
 		pos := e.BeginJSONB()
@@ -99,6 +105,7 @@ func (b *Batch) addSpan(s ptrace.Span) {
 	e.Int32(int32(s.DroppedAttributesCount()))
 	e.Int32(int32(s.DroppedEventsCount()))
 	e.Int32(int32(s.DroppedLinksCount()))
-	c.writeTail(e)
+	c.writeTailRes(e, resJSON)
+	b.writePromoted(e, promo)
 	b.end(IdxSpans)
 }

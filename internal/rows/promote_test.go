@@ -1,0 +1,211 @@
+package rows
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+func TestConvert(t *testing.T) {
+	str := pcommon.NewValueStr
+	i := pcommon.NewValueInt
+	d := pcommon.NewValueDouble
+	b := pcommon.NewValueBool
+	slice := pcommon.NewValueSlice()
+	slice.Slice().AppendEmpty().SetStr("x")
+	bytes := pcommon.NewValueBytes()
+	bytes.Bytes().FromRaw([]byte{1})
+	// want is nil for NULL (a misfit), else the value as the column holds it.
+	tests := []struct {
+		name string
+		kind Kind
+		v    pcommon.Value
+		want any
+	}{
+		{"text from string", KindText, str("gpt-4o"), "gpt-4o"},
+		{"text from int", KindText, i(42), int64(42)},
+		{"text from double", KindText, d(3.5), 3.5},
+		{"text from bool", KindText, b(true), int64(1)},
+		{"text from slice misfits", KindText, slice, nil},
+		{"text from bytes misfits", KindText, bytes, nil},
+		{"bigint from int", KindInt64, i(-7), int64(-7)},
+		{"bigint from string", KindInt64, str(" 123 "), int64(123)},
+		{"bigint from integral string", KindInt64, str("1e3"), int64(1000)},
+		{"bigint from integral double", KindInt64, d(3), int64(3)},
+		{"bigint from fractional double misfits", KindInt64, d(3.7), nil},
+		{"bigint from fractional string misfits", KindInt64, str("3.7"), nil},
+		{"bigint from text misfits", KindInt64, str("abc"), nil},
+		{"bigint from huge double misfits", KindInt64, d(1e19), nil},
+		{"bigint from NaN misfits", KindInt64, d(math.NaN()), nil},
+		{"bigint from bool misfits", KindInt64, b(true), nil},
+		{"double from double", KindFloat64, d(0.0125), 0.0125},
+		{"double from int", KindFloat64, i(2), 2.0},
+		{"double from string", KindFloat64, str("0.5"), 0.5},
+		{"double from text misfits", KindFloat64, str("cheap"), nil},
+		{"double from NaN misfits", KindFloat64, d(math.NaN()), nil},
+		{"double from Inf string misfits", KindFloat64, str("Inf"), nil},
+		{"bool from bool", KindBool, b(false), int64(0)},
+		{"bool from string", KindBool, str("true"), int64(1)},
+		{"bool from FALSE", KindBool, str("FALSE"), int64(0)},
+		{"bool from int 1", KindBool, i(1), int64(1)},
+		{"bool from int 2 misfits", KindBool, i(2), nil},
+		{"bool from yes misfits", KindBool, str("yes"), nil},
+		{"timestamptz from int ns", KindTimestamptz, i(1_700_000_000_123_456_789), int64(1_700_000_000_123_456)},
+		{"timestamptz from RFC 3339", KindTimestamptz, str("2024-05-01T12:00:00.5+02:00"), int64(1714557600_500_000)},
+		{"timestamptz from ns string", KindTimestamptz, str("1700000000000000000"), int64(1_700_000_000_000_000)},
+		{"timestamptz before 1970", KindTimestamptz, str("1969-12-31T23:59:59Z"), int64(-1_000_000)},
+		{"timestamptz from negative int misfits", KindTimestamptz, i(-1), nil},
+		{"timestamptz from date misfits", KindTimestamptz, str("2024-05-01"), nil},
+		{"timestamptz from double misfits", KindTimestamptz, d(1.7e18), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := convert(tt.kind, tt.v)
+			if tt.want == nil {
+				assert.False(t, got.ok, "%+v", got)
+				return
+			}
+			require.True(t, got.ok)
+			switch w := tt.want.(type) {
+			case string:
+				assert.Equal(t, w, got.s)
+			case int64:
+				assert.Equal(t, w, got.i)
+			case float64:
+				assert.Equal(t, w, got.f)
+			}
+		})
+	}
+}
+
+// row encodes one span (or log record, when log is true) with layout l and
+// returns its columns as the rejects table would render them.
+func row(t *testing.T, l *Layout, res, attrs map[string]any, log bool) map[string]any {
+	t.Helper()
+	var b Batch
+	b.SetLayout(l)
+	idx := IdxSpans
+	if log {
+		idx = IdxLogs
+		ld := plog.NewLogs()
+		rl := ld.ResourceLogs().AppendEmpty()
+		require.NoError(t, rl.Resource().Attributes().FromRaw(res))
+		require.NoError(t, rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Attributes().FromRaw(attrs))
+		b.AddLogs(ld)
+	} else {
+		td := ptrace.NewTraces()
+		rs := td.ResourceSpans().AppendEmpty()
+		require.NoError(t, rs.Resource().Attributes().FromRaw(res))
+		require.NoError(t, rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty().Attributes().FromRaw(attrs))
+		b.AddTraces(td)
+	}
+	_, err := b.Data(idx)
+	require.NoError(t, err, "the row has the layout's field count")
+	js, ok := l.AppendRowJSON(nil, idx, b.Tuples(idx, 0, 1))
+	require.True(t, ok)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(js, &out), string(js))
+	return out
+}
+
+func TestPromotedFallbackOrder(t *testing.T) {
+	l, err := NewLayout(GenAI())
+	require.NoError(t, err)
+	// The deprecated names fill the columns when the current ones are absent.
+	r := row(t, l, nil, map[string]any{"gen_ai.system": "openai", "gen_ai.usage.prompt_tokens": 10,
+		"gen_ai.usage.completion_tokens": "5", "cost_usd": 0.25}, false)
+	assert.Equal(t, "openai", r["gen_ai_provider_name"])
+	assert.EqualValues(t, 10, r["gen_ai_input_tokens"])
+	assert.EqualValues(t, 5, r["gen_ai_output_tokens"])
+	assert.EqualValues(t, 0.25, r["gen_ai_cost_usd"])
+	assert.Nil(t, r["gen_ai_request_model"], "absent everywhere: NULL")
+
+	// The first key present wins over a later one, even a misfit: the
+	// column never mixes the standard value with a vendor's.
+	r = row(t, l, nil, map[string]any{"gen_ai.provider.name": "anthropic", "gen_ai.system": "openai",
+		"gen_ai.usage.input_tokens": "many", "gen_ai.usage.prompt_tokens": 10}, false)
+	assert.Equal(t, "anthropic", r["gen_ai_provider_name"])
+	assert.Nil(t, r["gen_ai_input_tokens"], "the first key decides; its misfit is NULL")
+	attrs := r["span_attributes"].(map[string]any)
+	assert.Equal(t, "many", attrs["gen_ai.usage.input_tokens"], "without remove the JSONB keeps everything")
+}
+
+func TestPromotedRemove(t *testing.T) {
+	l, err := NewLayout([]Promoted{
+		{Column: "user_id", Kind: KindText, Traces: true, Logs: true, Remove: true,
+			From: []Source{{ScopeSpan, "enduser.id"}, {ScopeLog, "user.id"}, {ScopeResource, "user.id"}}},
+		{Column: "tokens", Kind: KindInt64, Traces: true, Remove: true, From: []Source{{ScopeSpan, "tokens"}}},
+	})
+	require.NoError(t, err)
+
+	r := row(t, l, map[string]any{"user.id": "r1", "host": "h"}, map[string]any{"enduser.id": "u1", "tokens": "x", "k": 1}, false)
+	assert.Equal(t, "u1", r["user_id"])
+	assert.Equal(t, map[string]any{"tokens": "x", "k": 1.0}, r["span_attributes"], "the stored key goes, the misfit stays")
+	assert.Equal(t, map[string]any{"user.id": "r1", "host": "h"}, r["resource_attributes"], "the resource key did not fill the column")
+
+	r = row(t, l, map[string]any{"user.id": "r1", "host": "h"}, map[string]any{"k": 1}, false)
+	assert.Equal(t, "r1", r["user_id"])
+	assert.Equal(t, map[string]any{"host": "h"}, r["resource_attributes"], "the resource key filled it and goes")
+
+	r = row(t, l, map[string]any{"user.id": "r1"}, map[string]any{"user.id": "l1", "enduser.id": "no"}, true)
+	assert.Equal(t, "l1", r["user_id"], "log keys serve logs; span keys do not")
+	assert.Equal(t, map[string]any{"enduser.id": "no"}, r["log_attributes"])
+	assert.Equal(t, map[string]any{"user.id": "r1"}, r["resource_attributes"])
+	assert.NotContains(t, r, "tokens", "a traces-only column is not on logs")
+}
+
+func TestNewLayout(t *testing.T) {
+	before := len(Tables[IdxSpans].Columns)
+	l, err := NewLayout(GenAI())
+	require.NoError(t, err)
+	assert.Len(t, Tables[IdxSpans].Columns, before, "the built-in tables are not changed")
+	assert.Len(t, l.Table(IdxSpans).Columns, before+7)
+	assert.Equal(t, "gen_ai_cost_usd", l.Promoted(IdxSpans)[6])
+	assert.Empty(t, l.Promoted(IdxLogs), "the preset is on spans only")
+
+	for name, p := range map[string]Promoted{
+		"built-in":      {Column: "trace_id", Kind: KindText, Traces: true, From: []Source{{ScopeSpan, "a"}}},
+		"kind":          {Column: "c", Kind: KindJSONB, Traces: true, From: []Source{{ScopeSpan, "a"}}},
+		"no table":      {Column: "c", Kind: KindText, From: []Source{{ScopeSpan, "a"}}},
+		"no key":        {Column: "c", Kind: KindText, Traces: true},
+		"other signal":  {Column: "c", Kind: KindText, Traces: true, From: []Source{{ScopeLog, "a"}}},
+		"logs unserved": {Column: "c", Kind: KindText, Traces: true, Logs: true, From: []Source{{ScopeSpan, "a"}}},
+	} {
+		_, err := NewLayout([]Promoted{p})
+		assert.Error(t, err, name)
+	}
+}
+
+// TestPromotedAllocs: promoting costs no allocation per span once the
+// batch's buffers have grown.
+func TestPromotedAllocs(t *testing.T) {
+	l, err := NewLayout(append(GenAI(), Promoted{Column: "ns", Kind: KindText, Traces: true, Remove: true,
+		From: []Source{{ScopeResource, "service.namespace"}}}))
+	require.NoError(t, err)
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.namespace", "shop")
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	for i := 0; i < 50; i++ {
+		a := spans.AppendEmpty().Attributes()
+		a.PutStr("gen_ai.request.model", "gpt-4o")
+		a.PutInt("gen_ai.usage.input_tokens", int64(i))
+		a.PutStr("gen_ai.usage.output_tokens", "12")
+		a.PutDouble("gen_ai.usage.cost", 0.01)
+		a.PutStr("http.route", "/v1/chat")
+	}
+	var b Batch
+	b.SetLayout(l)
+	b.AddTraces(td)
+	allocs := testing.AllocsPerRun(20, func() {
+		b.Reset()
+		b.AddTraces(td)
+	})
+	assert.Zero(t, allocs)
+}
