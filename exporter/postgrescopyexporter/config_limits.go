@@ -72,5 +72,6 @@ func (cfg *Config) newBatch(layout *rows.Layout) *rows.Batch {
 	b := new(rows.Batch)
 	b.SetLayout(layout)
 	b.SetLimits(cfg.Limits.rows())
+	b.SetNilTraceIDs(cfg.Distribution == distributionCitus)
 	return b
 }

@@ -192,6 +192,13 @@ func (e *Encoder) UUID(id [16]byte) {
 	e.buf = append(e.buf, id[:]...)
 }
 
+// UUIDValue writes 16 bytes as uuid, the nil uuid included: for a column
+// that must not be NULL (a Citus distribution column).
+func (e *Encoder) UUIDValue(id [16]byte) {
+	e.field(16)
+	e.buf = append(e.buf, id[:]...)
+}
+
 // ID8 writes an 8-byte id as a bigint with the same bits, or NULL when every
 // byte is zero (an absent id).
 func (e *Encoder) ID8(id [8]byte) {

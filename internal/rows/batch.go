@@ -17,6 +17,9 @@ type Batch struct {
 	ctx context
 	lim Limits
 	lay *Layout // nil: DefaultLayout
+	// nilTraceIDs writes an absent trace id as the nil uuid, not NULL: Citus
+	// refuses NULL in the distribution column.
+	nilTraceIDs bool
 
 	// Promoted values of the current row, and the keys dropped from its
 	// attributes' JSONB.
@@ -67,6 +70,19 @@ func (b *Batch) layout() *Layout {
 		return &defaultLayout
 	}
 	return b.lay
+}
+
+// SetNilTraceIDs makes an absent trace id the nil uuid instead of NULL
+// (distribution: citus); Reset keeps it.
+func (b *Batch) SetNilTraceIDs(on bool) { b.nilTraceIDs = on }
+
+// traceID writes a trace id column.
+func (b *Batch) traceID(e *pgcopy.Encoder, id [16]byte) {
+	if b.nilTraceIDs {
+		e.UUIDValue(id)
+	} else {
+		e.UUID(id)
+	}
 }
 
 // Reset empties the batch and keeps its buffers and limits.

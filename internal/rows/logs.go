@@ -30,7 +30,7 @@ func (b *Batch) addLog(l plog.LogRecord) {
 	e := b.begin(IdxLogs)
 	timestamp(e, l.Timestamp())
 	timestamp(e, l.ObservedTimestamp())
-	e.UUID(l.TraceID())
+	b.traceID(e, l.TraceID())
 	e.ID8(l.SpanID())
 	e.Int32(int32(l.Flags()))
 	e.Int32(int32(l.SeverityNumber()))

@@ -5,6 +5,7 @@ package rows_test
 // pgwrite's tests show PostgreSQL accepting the same encoding).
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -397,4 +398,31 @@ func TestLimitsKeepTheFastPathBytes(t *testing.T) {
 	bb, err := limited.Data(rows.IdxSpans)
 	require.NoError(t, err)
 	require.Equal(t, a, bb)
+}
+
+// TestNilTraceIDsForCitus: with SetNilTraceIDs an absent trace id is the nil
+// uuid (16 zero bytes), not NULL; without it, NULL.
+func TestNilTraceIDsForCitus(t *testing.T) {
+	ld := plog.NewLogs()
+	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("no trace")
+	for _, citus := range []bool{false, true} {
+		var b rows.Batch
+		b.SetNilTraceIDs(citus)
+		b.AddLogs(ld)
+		data, err := b.Data(rows.IdxLogs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fields 1-4 are two timestamps and their rests (8+2+8+2 bytes with
+		// their length words); the trace id follows.
+		off := 11 + 8 + 2 + (4 + 8) + (4 + 2) + (4 + 8) + (4 + 2)
+		n := int32(binary.BigEndian.Uint32(data[off:]))
+		if citus {
+			if n != 16 || !bytes.Equal(data[off+4:off+20], make([]byte, 16)) {
+				t.Fatalf("citus: trace_id length %d, want the nil uuid", n)
+			}
+		} else if n != -1 {
+			t.Fatalf("trace_id length %d, want NULL (-1)", n)
+		}
+	}
 }

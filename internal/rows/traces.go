@@ -35,7 +35,7 @@ func (b *Batch) addSpan(s ptrace.Span) {
 	// The end's sub-microsecond rest is start + duration; the signed
 	// difference keeps an end before start visible rather than wrapping.
 	e.Int64(duration(uint64(start), uint64(end)))
-	e.UUID(s.TraceID())
+	b.traceID(e, s.TraceID())
 	e.ID8(s.SpanID())
 	e.ID8(s.ParentSpanID())
 	e.TextOrNull(s.TraceState().AsRaw())
