@@ -33,6 +33,27 @@ type collectorRun struct {
 	// startup is from exec to "Load generation started": process start,
 	// config, pool and schema check. Reported, not counted in rows/s.
 	startup time.Duration
+	// peakRSS is the collector's VmHWM (peak resident set) in bytes when
+	// the last row arrived; 0 when /proc does not say.
+	peakRSS int64
+}
+
+// peakRSS reads a process's VmHWM from /proc/<pid>/status, in bytes.
+func peakRSS(pid int) int64 {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // collectorConfig is the distribution's config for one bench run: the loadgen
@@ -192,6 +213,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 		res.rows = n - base
 		if n >= expected {
 			res.elapsed = time.Since(t0)
+			res.peakRSS = peakRSS(cmd.Process.Pid)
 			break
 		}
 		// Poll at most a tenth of the time: counting must not become load.

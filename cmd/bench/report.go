@@ -25,6 +25,8 @@ type result struct {
 	RatioToCeiling float64 `json:"ratio_to_ceiling"`
 	Status         string  `json:"status"` // ok, skipped, unavailable, failed
 	Note           string  `json:"note,omitempty"`
+	// PeakRSSMiB is the collector's peak resident set (VmHWM), collector runs only.
+	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
 }
 
 func newResult(name string, ds *dataset, d time.Duration) result {
@@ -43,6 +45,10 @@ func timed(name string, users int, rows, bytes int64, d time.Duration) result {
 func collectorResult(name string, users int, rows, bytes int64, run collectorRun) result {
 	r := timed(name, users, rows, bytes, run.elapsed)
 	r.Note = fmt.Sprintf("collector start-up %.1fs not counted", run.startup.Seconds())
+	if run.peakRSS > 0 {
+		r.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
+		r.Note += fmt.Sprintf("; collector peak RSS %.0f MiB", r.PeakRSSMiB)
+	}
 	return r
 }
 

@@ -52,8 +52,9 @@ type decoder struct {
 
 func newDecoder(ctx context.Context, conn *pgx.Conn, schemaName string) (*decoder, error) {
 	d := &decoder{types: pgtype.NewMap()}
-	for i, t := range rows.Tables {
-		oids, err := columnTypes(ctx, conn, schemaName, t)
+	for i := range rows.Tables {
+		// The layout's columns, promoted ones included, as the rows are encoded.
+		oids, err := columnTypes(ctx, conn, schemaName, *benchLayout.Table(i))
 		if err != nil {
 			return nil, err
 		}

@@ -43,7 +43,8 @@ type RedisConfig struct {
 	MaxRows int `mapstructure:"max_rows"`
 	// max_bytes flushes a batch once its payloads reach this size. Default 32 MiB.
 	MaxBytes int64 `mapstructure:"max_bytes"`
-	// max_wait flushes a batch this long after its first entry. Default 500ms.
+	// max_wait flushes a batch this long after its first entry, or once no new
+	// entry came for a tenth of it (the stream is drained). Default 500ms.
 	MaxWait time.Duration `mapstructure:"max_wait"`
 	// claim_after is how long an entry may stay pending on a consumer before
 	// another replica takes it over. It must exceed the longest flush.

@@ -50,7 +50,11 @@ var signals = []signal{
 
 // entriesPerRead bounds one XREADGROUP: entries are whole requests, so a
 // batch of max_rows usually needs only a few reads.
-const entriesPerRead = 64
+const entriesPerRead = 16
+
+// quietFraction: a batch is flushed early when no new entry came for
+// max_wait/quietFraction after the last read.
+const quietFraction = 10
 
 // flusher is one flush worker of one signal: it owns a consumer name in the
 // group, reads and claims entries, writes them in one transaction with their
@@ -161,12 +165,23 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 	var entries []coord.Entry
 	items, size := 0, 0
 	deadline := time.Now().Add(f.rc.MaxWait)
+	quiet := f.rc.MaxWait / quietFraction
 	for items < f.rc.MaxRows && int64(size) < f.rc.MaxBytes {
 		wait := time.Until(deadline)
 		if wait <= 0 {
 			break
 		}
-		got, err := f.stream.ReadNew(ctx, entriesPerRead, wait)
+		count := int64(entriesPerRead)
+		if len(entries) > 0 {
+			// The stream went quiet: the producers are slower than this
+			// worker, so waiting longer only adds latency (under load,
+			// entries keep coming and the batch fills to max_rows).
+			wait = min(wait, quiet)
+			// Read about what max_rows still has room for, at the items per
+			// entry seen so far, rather than overshooting it by a full read.
+			count = min(count, max(1, int64((f.rc.MaxRows-items)*len(entries)/max(items, 1))))
+		}
+		got, err := f.stream.ReadNew(ctx, count, wait)
 		if err != nil {
 			if len(entries) > 0 {
 				// What was read is pending on us: flush it now, and let the

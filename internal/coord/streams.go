@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -125,7 +126,8 @@ func (s *Stream) Add(ctx context.Context, payload []byte, items int) (string, er
 
 // Entry is one stream entry as read by a consumer.
 type Entry struct {
-	ID    string
+	ID string
+	// Data is read-only: it shares the memory of the reply's string.
 	Data  []byte
 	Items int
 	// Redelivered is true when the entry may have been processed before (it
@@ -137,8 +139,10 @@ func toEntries(msgs []redis.XMessage, redelivered bool) []Entry {
 	out := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
 		e := Entry{ID: m.ID, Redelivered: redelivered}
-		if d, ok := m.Values[fieldData].(string); ok {
-			e.Data = []byte(d)
+		if d, ok := m.Values[fieldData].(string); ok && d != "" {
+			// go-redis returns the payload as a string; view it as bytes
+			// instead of copying it (nothing writes to Data).
+			e.Data = unsafe.Slice(unsafe.StringData(d), len(d))
 		}
 		if n, ok := m.Values[fieldItems].(string); ok {
 			e.Items, _ = strconv.Atoi(n)
