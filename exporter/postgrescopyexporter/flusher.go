@@ -213,8 +213,13 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 // reply, retried) are recognized: they are acknowledged, not written again.
 func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 	key := f.stream.Keys().Stream
+	// Hash each payload once: the lookup and the write both need it.
+	all := make([]keyedEntry, len(entries))
+	for i, e := range entries {
+		all[i] = keyedEntry{Entry: e, key: pgwrite.PayloadID(e.Data)}
+	}
 	for attempt := 0; ; attempt++ {
-		todo, done, err := f.splitCommitted(ctx, key, entries, attempt > 0)
+		todo, done, err := f.splitCommitted(ctx, key, all, attempt > 0)
 		if err != nil {
 			return err
 		}
@@ -239,14 +244,20 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 	}
 }
 
+// keyedEntry is a stream entry with its ledger key.
+type keyedEntry struct {
+	coord.Entry
+	key string
+}
+
 // splitCommitted separates entries whose keys the ledger holds. Only entries
 // that may have been delivered before need the lookup; a duplicate added as a
 // new entry shows as a key conflict at insert, and is then looked up (force).
-func (f *flusher) splitCommitted(ctx context.Context, key string, entries []coord.Entry, force bool) (todo, done []coord.Entry, err error) {
+func (f *flusher) splitCommitted(ctx context.Context, key string, entries []keyedEntry, force bool) (todo, done []keyedEntry, err error) {
 	var ids []string
 	for _, e := range entries {
 		if e.Redelivered || force {
-			ids = append(ids, pgwrite.PayloadID(e.Data))
+			ids = append(ids, e.key)
 		}
 	}
 	if len(ids) == 0 {
@@ -257,7 +268,7 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []coor
 		return nil, nil, err
 	}
 	for _, e := range entries {
-		if committed[pgwrite.PayloadID(e.Data)] {
+		if committed[e.key] {
 			done = append(done, e)
 		} else {
 			todo = append(todo, e)
@@ -266,13 +277,13 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []coor
 	return todo, done, nil
 }
 
-func (f *flusher) write(ctx context.Context, key string, entries []coord.Entry) error {
+func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) error {
 	b := f.batch
 	b.Reset()
 	ids := make([]string, 0, len(entries))
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		id := pgwrite.PayloadID(e.Data)
+		id := e.key
 		if seen[id] {
 			// The same request twice in one batch: write it once.
 			f.c.tel.PostgrescopyLedgerHits.Add(ctx, 1, f.attrs)
