@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/pglocal"
 )
 
 // primarySettings are the bench primary's settings besides its address. They
@@ -67,7 +67,7 @@ func startReplicaCluster(ctx context.Context, parent string, logf func(string, .
 	t0 := time.Now()
 	c.logf = logf
 	var err error
-	if c.bin, err = pgBinDir(); err != nil {
+	if c.bin, err = pglocal.BinDir(); err != nil {
 		return err
 	}
 	for _, tool := range []string{"initdb", "pg_ctl", "pg_basebackup", "postgres"} {
@@ -171,7 +171,7 @@ func localURL(port int) string {
 func (c *replicaCluster) start(ctx context.Context, data, conf string) (int, error) {
 	logFile := data + ".log"
 	for attempt := 1; ; attempt++ {
-		port, err := freeTCPPort()
+		port, err := pglocal.FreePort()
 		if err != nil {
 			return 0, err
 		}
@@ -256,53 +256,7 @@ func chownTree(path string, owner *user.User) error {
 	if owner == nil {
 		return nil
 	}
-	uid, err := strconv.Atoi(owner.Uid)
-	if err != nil {
-		return err
-	}
-	gid, err := strconv.Atoi(owner.Gid)
-	if err != nil {
-		return err
-	}
-	return filepath.Walk(path, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
-}
-
-func freeTCPPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// pgBinDir finds initdb, pg_ctl and pg_basebackup: $POSTGRESCOPY_PG_BIN, the
-// newest /usr/lib/postgresql/*/bin, or PATH.
-func pgBinDir() (string, error) {
-	if d := os.Getenv("POSTGRESCOPY_PG_BIN"); d != "" {
-		return d, nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.SortFunc(dirs, func(a, b string) int { return pgMajor(a) - pgMajor(b) })
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "pg_ctl")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup): install postgresql or set POSTGRESCOPY_PG_BIN")
-}
-
-func pgMajor(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
+	return pglocal.ChownTree(path, owner.Uid, owner.Gid)
 }
 
 // lagSample is the replica's distance behind the primary at one moment.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/pglocal"
 )
 
 // TestReplicaCluster sets up the mixed part's primary and streaming replica,
@@ -16,7 +18,7 @@ func TestReplicaCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two PostgreSQL servers")
 	}
-	if _, err := pgBinDir(); err != nil {
+	if _, err := pglocal.BinDir(); err != nil {
 		t.Skipf("no PostgreSQL server binaries: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

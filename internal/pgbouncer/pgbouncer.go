@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postgrescopy/postgrescopy/internal/pglocal"
 )
 
 // Options configure a PgBouncer.
@@ -112,7 +114,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := pglocal.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -217,15 +219,6 @@ func (s *Server) Stop() {
 func (s *Server) Log(n int) string {
 	b, _ := os.ReadFile(filepath.Join(s.Dir, "pgbouncer.log"))
 	return lastLines(string(b), n)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func lastLines(s string, n int) string {

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/pglocal"
 )
 
 // TLSServer is a throwaway PostgreSQL cluster that accepts only TLS
@@ -101,7 +102,7 @@ func (s *TLSServer) Pool(t testing.TB) *pgxpool.Pool {
 // and postgres refuse to run as root.
 func StartTLSServer(t testing.TB) *TLSServer {
 	t.Helper()
-	bin, err := pgBinDir()
+	bin, err := pglocal.BinDir()
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
@@ -167,7 +168,7 @@ func StartTLSServer(t testing.TB) *TLSServer {
 	// The free port is found by binding and releasing it, so another process
 	// may take it before postgres does: retry with a new port.
 	for attempt := 1; ; attempt++ {
-		s.Port, err = freePort()
+		s.Port, err = pglocal.FreePort()
 		if err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}
@@ -265,22 +266,6 @@ func (s *TLSServer) waitReady() error {
 	}
 }
 
-func pgBinDir() (string, error) {
-	if d := os.Getenv("POSTGRESCOPY_PG_BIN"); d != "" {
-		return d, nil
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- { // the newest version sorts last
-		if _, err := os.Stat(filepath.Join(dirs[i], "pg_ctl")); err == nil {
-			return dirs[i], nil
-		}
-	}
-	if p, err := exec.LookPath("pg_ctl"); err == nil {
-		return filepath.Dir(p), nil
-	}
-	return "", errors.New("no PostgreSQL binaries (initdb, pg_ctl): install them or set POSTGRESCOPY_PG_BIN")
-}
-
 // runAs runs a command as owner (nil: the current user) in dir.
 func runAs(owner *user.User, dir, name string, args ...string) ([]byte, error) {
 	if owner != nil {
@@ -298,29 +283,7 @@ func chownAll(dir string, owner *user.User) error {
 	if owner == nil {
 		return nil
 	}
-	uid, err := strconv.Atoi(owner.Uid)
-	if err != nil {
-		return err
-	}
-	gid, err := strconv.Atoi(owner.Gid)
-	if err != nil {
-		return err
-	}
-	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return pglocal.ChownTree(dir, owner.Uid, owner.Gid)
 }
 
 // writeCerts writes a new CA and a server certificate for localhost,

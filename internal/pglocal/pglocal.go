@@ -1,0 +1,68 @@
+// Package pglocal holds what the tests and the bench need to run throwaway
+// local PostgreSQL servers and poolers: finding the server binaries, handing
+// files to the postgres OS user (initdb, postgres and pgbouncer refuse to run
+// as root), and picking free loopback ports.
+package pglocal
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// BinDir finds initdb, pg_ctl and pg_basebackup: $POSTGRESCOPY_PG_BIN, the
+// newest /usr/lib/postgresql/*/bin, or PATH.
+func BinDir() (string, error) {
+	if d := os.Getenv("POSTGRESCOPY_PG_BIN"); d != "" {
+		return d, nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	major := func(binDir string) int {
+		n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+		return n
+	}
+	slices.SortFunc(dirs, func(a, b string) int { return major(a) - major(b) })
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if _, err := os.Stat(filepath.Join(dirs[i], "pg_ctl")); err == nil {
+			return dirs[i], nil
+		}
+	}
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup): install postgresql or set POSTGRESCOPY_PG_BIN")
+}
+
+// ChownTree gives path and everything under it to the numeric uid and gid
+// (as os/user reports them).
+func ChownTree(path string, uid, gid string) error {
+	u, err := strconv.Atoi(uid)
+	if err != nil {
+		return err
+	}
+	g, err := strconv.Atoi(gid)
+	if err != nil {
+		return err
+	}
+	return filepath.Walk(path, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, u, g)
+	})
+}
+
+// FreePort asks the kernel for an unused loopback port. Another process may
+// take it before the caller binds it: callers retry on a bind failure.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
