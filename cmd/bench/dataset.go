@@ -147,19 +147,7 @@ func (d *dataset) writeHalf(dir string, h int, gen *loadgenreceiver.Generator) e
 		return nil
 	}
 	for {
-		more := false
-		if td, ok := gen.NextTraces(); ok {
-			b.AddTraces(td)
-			more = true
-		}
-		if md, ok := gen.NextMetrics(); ok {
-			b.AddMetrics(md)
-			more = true
-		}
-		if ld, ok := gen.NextLogs(); ok {
-			b.AddLogs(ld)
-			more = true
-		}
+		more := addNext(gen, &b)
 		if err := flush(); err != nil {
 			return err
 		}
@@ -257,4 +245,23 @@ func (c *copyReader) next() ([][]byte, error) {
 	}
 	c.raw = c.buf
 	return c.fields, nil
+}
+
+// addNext adds the generator's next batch of each signal to b and reports
+// whether any signal had one.
+func addNext(gen *loadgenreceiver.Generator, b *rows.Batch) bool {
+	more := false
+	if td, ok := gen.NextTraces(); ok {
+		b.AddTraces(td)
+		more = true
+	}
+	if md, ok := gen.NextMetrics(); ok {
+		b.AddMetrics(md)
+		more = true
+	}
+	if ld, ok := gen.NextLogs(); ok {
+		b.AddLogs(ld)
+		more = true
+	}
+	return more
 }

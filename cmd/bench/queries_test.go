@@ -40,20 +40,8 @@ func TestQueriesReturnRows(t *testing.T) {
 	var b rows.Batch
 	b.SetLayout(benchLayout)
 	for more := true; more; {
-		more = false
 		b.Reset()
-		if td, ok := gen.NextTraces(); ok {
-			b.AddTraces(td)
-			more = true
-		}
-		if md, ok := gen.NextMetrics(); ok {
-			b.AddMetrics(md)
-			more = true
-		}
-		if ld, ok := gen.NextLogs(); ok {
-			b.AddLogs(ld)
-			more = true
-		}
+		more = addNext(gen, &b)
 		if b.TotalRows() > 0 {
 			if _, err := w.Write(ctx, &b); err != nil {
 				t.Fatalf("write: %v", err)
