@@ -46,6 +46,12 @@ type client struct {
 
 	redis *redisSide // nil without a redis section
 
+	// others holds the layouts and writers of stream entries written by
+	// replicas with other columns (another promote configuration, another
+	// release), by layout descriptor.
+	othersMu sync.Mutex
+	others   map[string]*otherLayout
+
 	maintainWarned atomic.Bool
 }
 
@@ -364,10 +370,16 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 	begin := time.Now()
 	var res []pgwrite.TableResult
 	var err error
+	w := c.writer
+	if b.Layout() != c.layout {
+		if w, err = c.writerFor(b.Layout()); err != nil {
+			return err
+		}
+	}
 	if l != nil {
-		res, err = c.writer.WriteLedgered(ctx, b, l)
+		res, err = w.WriteLedgered(ctx, b, l)
 	} else {
-		res, err = c.writer.Write(ctx, b)
+		res, err = w.Write(ctx, b)
 	}
 	outcome := "written"
 	switch {
@@ -400,6 +412,43 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 		ce.Write(zap.Int("rows", b.TotalRows()), zap.Duration("duration", time.Since(begin)))
 	}
 	return nil
+}
+
+// otherLayout is the layout of entries whose columns are not this replica's,
+// with a writer for it.
+type otherLayout struct {
+	layout *rows.Layout
+	writer *pgwrite.Writer
+}
+
+// otherLayout returns the layout an entry descriptor describes, parsed once.
+func (c *client) otherLayout(desc []byte) (*rows.Layout, error) {
+	c.othersMu.Lock()
+	defer c.othersMu.Unlock()
+	if o, ok := c.others[string(desc)]; ok {
+		return o.layout, nil
+	}
+	l, err := rows.ParseLayout(desc)
+	if err != nil {
+		return nil, err
+	}
+	if c.others == nil {
+		c.others = map[string]*otherLayout{}
+	}
+	c.others[string(desc)] = &otherLayout{layout: l, writer: pgwrite.NewLayoutWriter(c.pool, c.cfg.Schema, l)}
+	c.logger.Info("writing stream entries of another column layout (a replica with another promote configuration or release)",
+		zap.Int("layouts", len(c.others)+1))
+	return l, nil
+}
+
+// writerFor returns the writer of a layout otherLayout returned.
+func (c *client) writerFor(l *rows.Layout) (*pgwrite.Writer, error) {
+	c.othersMu.Lock()
+	defer c.othersMu.Unlock()
+	if o, ok := c.others[string(l.Descriptor())]; ok && o.layout == l {
+		return o.writer, nil
+	}
+	return nil, errors.New("postgrescopy: batch of an unknown layout")
 }
 
 func (c *client) shutdown() {

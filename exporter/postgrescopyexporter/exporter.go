@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"go.opentelemetry.io/collector/component"
@@ -38,7 +39,9 @@ type pgExporter struct {
 	// nothing was most of the direct path's CPU in profiles. It holds at most
 	// one batch per queue consumer, so memory stays bounded.
 	batches chan *rows.Batch
-	layout  *rows.Layout
+	// entryBufs keeps Redis-mode entry buffers warm in the same way.
+	entryBufs chan []byte
+	layout    *rows.Layout
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
@@ -50,7 +53,13 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 	if q := cfg.QueueConfig; q.HasValue() {
 		keep = max(keep, q.Get().NumConsumers)
 	}
-	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(chan *rows.Batch, keep), layout: s.c.layout}
+	if cfg.Redis.HasValue() {
+		// Without a queue in front, receivers call in concurrently: keep
+		// about one batch per core busy encoding.
+		keep = max(keep, runtime.GOMAXPROCS(0))
+	}
+	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(chan *rows.Batch, keep),
+		entryBufs: make(chan []byte, keep), layout: s.c.layout}
 	return e, nil
 }
 
@@ -70,6 +79,25 @@ func (e *pgExporter) getBatch() *rows.Batch {
 func (e *pgExporter) putBatch(b *rows.Batch) {
 	select {
 	case e.batches <- b:
+	default:
+	}
+}
+
+// getEntryBuf returns an empty buffer with room for n bytes.
+func (e *pgExporter) getEntryBuf(n int) []byte {
+	select {
+	case buf := <-e.entryBufs:
+		if cap(buf) >= n {
+			return buf[:0]
+		}
+	default:
+	}
+	return make([]byte, 0, n)
+}
+
+func (e *pgExporter) putEntryBuf(buf []byte) {
+	select {
+	case e.entryBufs <- buf:
 	default:
 	}
 }
@@ -101,43 +129,48 @@ func (e *pgExporter) shutdown(context.Context) error {
 
 func (e *pgExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
 	if e.redisMode() {
-		payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
-		return e.enqueue(ctx, "traces", payload, td.SpanCount(), err)
+		return e.enqueue(ctx, "traces", td.SpanCount(), func(b *rows.Batch) { b.AddTraces(td) })
 	}
 	return e.push(ctx, func(b *rows.Batch) { b.AddTraces(td) })
 }
 
 func (e *pgExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
 	if e.redisMode() {
-		payload, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
-		return e.enqueue(ctx, "metrics", payload, md.DataPointCount(), err)
+		return e.enqueue(ctx, "metrics", md.DataPointCount(), func(b *rows.Batch) { b.AddMetrics(md) })
 	}
 	return e.push(ctx, func(b *rows.Batch) { b.AddMetrics(md) })
 }
 
 func (e *pgExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
 	if e.redisMode() {
-		payload, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
-		return e.enqueue(ctx, "logs", payload, ld.LogRecordCount(), err)
+		return e.enqueue(ctx, "logs", ld.LogRecordCount(), func(b *rows.Batch) { b.AddLogs(ld) })
 	}
 	return e.push(ctx, func(b *rows.Batch) { b.AddLogs(ld) })
 }
 
 func (e *pgExporter) redisMode() bool { return e.cfg.Redis.HasValue() }
 
-// enqueue is the Redis-mode push: the request is durable once Redis has it,
-// and the flush workers write it to PostgreSQL.
-func (e *pgExporter) enqueue(ctx context.Context, signal string, payload []byte, items int, marshalErr error) error {
+// enqueue is the Redis-mode push: the request's rows are encoded for COPY
+// here, once, and the entry carries them as they are, so that flush workers
+// only concatenate entries (no decoding, no second encoding). The request is
+// durable once Redis has it; the flush workers write it to PostgreSQL.
+func (e *pgExporter) enqueue(ctx context.Context, signal string, items int, add func(*rows.Batch)) error {
 	if !e.isStarted() {
 		return errNotStarted
-	}
-	if marshalErr != nil {
-		return consumererror.NewPermanent(fmt.Errorf("encode %s request: %w", signal, marshalErr))
 	}
 	if items == 0 {
 		return nil
 	}
-	return e.shared.c.enqueue(ctx, signal, payload, items)
+	b := e.getBatch()
+	defer e.putBatch(b)
+	add(b)
+	buf := e.getEntryBuf(b.EntryLen())
+	defer e.putEntryBuf(buf)
+	entry, err := b.AppendEntry(buf[:0])
+	if err != nil {
+		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", signal, err))
+	}
+	return e.shared.c.enqueue(ctx, signal, entry, items)
 }
 
 func (e *pgExporter) isStarted() bool {

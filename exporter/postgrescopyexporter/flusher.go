@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -68,7 +69,8 @@ type flusher struct {
 	attrs  metric.MeasurementOption
 
 	batch       *rows.Batch
-	ownPending  bool // a flush failed: re-read this consumer's pending entries first
+	others      map[*rows.Layout]*rows.Batch // batches of other replicas' layouts
+	ownPending  bool                         // a flush failed: re-read this consumer's pending entries first
 	lastClaim   time.Time
 	lastProblem string
 }
@@ -144,9 +146,10 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(entries) > 0 {
+		if slices.ContainsFunc(entries, readable) {
 			return entries, nil
 		}
+		// Nothing left but entries of a newer release, which stay pending.
 		f.ownPending = false
 	}
 	if time.Since(f.lastClaim) >= f.rc.ClaimAfter/4 {
@@ -214,9 +217,22 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 	key := f.stream.Keys().Stream
 	// Hash each payload once: the lookup and the write both need it.
-	all := make([]keyedEntry, len(entries))
-	for i, e := range entries {
-		all[i] = keyedEntry{Entry: e, key: pgwrite.PayloadID(e.Data)}
+	all := make([]keyedEntry, 0, len(entries))
+	known := entries[:0:0]
+	for _, e := range entries {
+		if !readable(e) {
+			// Written by a newer release: left pending (not acknowledged) for
+			// a replica that reads it, which claims it after claim_after.
+			f.logger.Error("stream entry of an unknown format, written by a newer release; leaving it for a replica that can read it",
+				zap.String("stream", key), zap.String("entry", e.ID), zap.String("format", e.Format))
+			continue
+		}
+		known = append(known, e)
+		all = append(all, keyedEntry{Entry: e, key: pgwrite.PayloadID(e.Data)})
+	}
+	entries = known
+	if len(entries) == 0 {
+		return nil
 	}
 	for attempt := 0; ; attempt++ {
 		todo, done, err := f.splitCommitted(ctx, key, all, attempt > 0)
@@ -243,6 +259,9 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 		return nil
 	}
 }
+
+// readable reports whether this release reads e's format.
+func readable(e coord.Entry) bool { return e.Format == "" || e.Format == rows.EntryFormat }
 
 // keyedEntry is a stream entry with its ledger key.
 type keyedEntry struct {
@@ -277,27 +296,79 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []keye
 	return todo, done, nil
 }
 
+// write writes entries whose ledger keys are not committed. Entries of this
+// replica's column layout (and legacy OTLP entries, decoded into it) go in
+// one transaction; entries of each other layout in one more each.
 func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) error {
-	b := f.batch
-	b.Reset()
-	ids := make([]string, 0, len(entries))
+	own := f.c.layout.Descriptor()
+	groups := map[string]*group{}
+	var order []*group
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		id := e.key
-		if seen[id] {
+		if seen[e.key] {
 			// The same request twice in one batch: write it once.
 			f.c.tel.PostgrescopyLedgerHits.Add(ctx, 1, f.attrs)
 			continue
 		}
-		seen[id] = true
-		ids = append(ids, id)
-		if err := f.sig.decode(e.Data, b); err != nil {
+		seen[e.key] = true
+		desc := own
+		if e.Format == rows.EntryFormat {
+			if d, err := rows.EntryDescriptor(e.Data); err == nil {
+				desc = d
+			}
+		}
+		g := groups[string(desc)]
+		if g == nil {
+			g = &group{desc: desc}
+			groups[string(desc)] = g
+			order = append(order, g)
+		}
+		g.entries = append(g.entries, e)
+	}
+	for _, g := range order {
+		b := f.batch
+		if string(g.desc) != string(own) {
+			l, err := f.c.otherLayout(g.desc)
+			if err != nil {
+				// Undecodable: add reports each entry.
+				l = f.c.layout
+			}
+			if f.others == nil {
+				f.others = map[*rows.Layout]*rows.Batch{}
+			}
+			if b = f.others[l]; b == nil {
+				b = f.c.cfg.newBatch(l)
+				f.others[l] = b
+			}
+		}
+		if err := f.writeGroup(ctx, key, b, g.entries); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// group is the entries of one column layout.
+type group struct {
+	desc    []byte
+	entries []keyedEntry
+}
+
+// writeGroup writes entries of b's layout and their ledger keys in one
+// transaction.
+func (f *flusher) writeGroup(ctx context.Context, key string, b *rows.Batch, entries []keyedEntry) error {
+	b.Reset()
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		ids = append(ids, e.key)
+		if err := f.add(b, e); err != nil {
 			// A payload we wrote ourselves cannot be decoded: a foreign or
 			// corrupted entry. It is recorded in the ledger (so it is acked)
 			// and reported; retrying it could only wedge the stream.
 			f.c.tel.PostgrescopyUndecodableEntries.Add(ctx, 1, f.attrs)
-			f.logger.Error("stream entry is not a valid OTLP payload; skipping it",
-				zap.String("stream", key), zap.String("entry", e.ID), zap.Int("bytes", len(e.Data)), zap.Error(err))
+			f.logger.Error("stream entry cannot be decoded; skipping it",
+				zap.String("stream", key), zap.String("entry", e.ID), zap.String("format", e.Format),
+				zap.Int("bytes", len(e.Data)), zap.Error(err))
 		}
 	}
 	// A batch in flight at shutdown is finished, not abandoned: its entries
@@ -314,4 +385,13 @@ func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) e
 	}
 	f.c.tel.PostgrescopyBatchRows.Record(ctx, int64(b.TotalRows()), f.attrs)
 	return nil
+}
+
+// add appends one entry's rows to b: rows already encoded for COPY are
+// copied as they are; a legacy OTLP payload is decoded and encoded.
+func (f *flusher) add(b *rows.Batch, e keyedEntry) error {
+	if e.Format == rows.EntryFormat {
+		return b.AddEntry(e.Data)
+	}
+	return f.sig.decode(e.Data, b)
 }

@@ -14,8 +14,9 @@ import (
 
 // Entry field names, kept short: they are repeated in every entry.
 const (
-	fieldData  = "d" // the request, OTLP protobuf
-	fieldItems = "n" // spans, data points or log records in it
+	fieldData   = "d" // the request; OTLP protobuf unless fieldFormat says otherwise
+	fieldItems  = "n" // spans, data points or log records in it
+	fieldFormat = "f" // the payload's format; absent on legacy OTLP entries
 )
 
 // ErrBackpressure is returned by Add when the stream holds more than its
@@ -23,7 +24,8 @@ const (
 var ErrBackpressure = errors.New("redis stream is full")
 
 // Keys names one signal's keys. The hash tag {prefix:signal} puts them in one
-// Redis Cluster slot, so the scripts that touch both keys work on a cluster.
+// Redis Cluster slot, so the scripts and transactions that touch both keys
+// work on a cluster.
 type Keys struct {
 	Stream string // the entries
 	Bytes  string // payload bytes currently in Stream
@@ -37,29 +39,16 @@ func KeysFor(prefix, signal string) Keys {
 }
 
 // Bounds cap what a stream may hold before Add refuses; zero means no bound.
+//
+// The bounds are soft: Add reads the backlog, then appends in a separate
+// round trip, so that the payload never passes through a Lua script (which
+// cost Redis ~2.5 ms of CPU per MB-sized entry). Producers racing past the
+// check may each overshoot by one entry. A single entry larger than MaxBytes
+// still enters an empty stream, or it could never be written.
 type Bounds struct {
 	MaxBytes   int64
 	MaxEntries int64
 }
-
-// addScript appends an entry only when the stream is under its bounds, and
-// counts its bytes, atomically. A single entry larger than MaxBytes still
-// enters an empty stream, or it could never be written.
-var addScript = redis.NewScript(`
-local used = tonumber(redis.call('GET', KEYS[2]) or '0')
-local size = tonumber(ARGV[4])
-local maxBytes = tonumber(ARGV[1])
-if maxBytes > 0 and used > 0 and used + size > maxBytes then
-  return -1
-end
-local maxEntries = tonumber(ARGV[2])
-if maxEntries > 0 and redis.call('XLEN', KEYS[1]) >= maxEntries then
-  return -2
-end
-local id = redis.call('XADD', KEYS[1], '*', 'd', ARGV[3], 'n', ARGV[5])
-redis.call('INCRBY', KEYS[2], size)
-return id
-`)
 
 // ackScript acknowledges and deletes entries and gives their bytes back. Only
 // entries this call really deleted are subtracted, so two consumers acking
@@ -104,24 +93,71 @@ func (s *Stream) EnsureGroup(ctx context.Context) error {
 	return nil
 }
 
-// Add appends one request. It returns the entry id once Redis has it, or
-// ErrBackpressure when the stream is over its bounds.
+// Add appends one request in the legacy format (OTLP protobuf, no format
+// field). It returns the entry id once Redis has it, or ErrBackpressure when
+// the stream is over its bounds.
 func (s *Stream) Add(ctx context.Context, payload []byte, items int) (string, error) {
-	res, err := addScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Bytes},
-		s.bounds.MaxBytes, s.bounds.MaxEntries, payload, len(payload), items).Result()
+	return s.AddFormat(ctx, "", payload, items)
+}
+
+// AddFormat is Add with the payload's format recorded in the entry; an empty
+// format writes a legacy entry.
+func (s *Stream) AddFormat(ctx context.Context, format string, payload []byte, items int) (string, error) {
+	if err := s.checkBounds(ctx, int64(len(payload))); err != nil {
+		return "", err
+	}
+	values := []any{fieldData, payload, fieldItems, items}
+	if format != "" {
+		values = append(values, fieldFormat, format)
+	}
+	var xadd *redis.StringCmd
+	// MULTI/EXEC keeps the bytes counter exact: an ack between a bare XADD
+	// and its INCRBY would subtract bytes not yet counted, and the ack
+	// script's clamp at zero would then leave the counter too high.
+	_, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		xadd = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.Stream, Values: values})
+		pipe.IncrBy(ctx, s.keys.Bytes, int64(len(payload)))
+		return nil
+	})
 	if err != nil {
 		return "", fmt.Errorf("xadd %s: %w", s.keys.Stream, err)
 	}
-	switch v := res.(type) {
-	case string:
-		return v, nil
-	case int64:
-		if v == -1 {
-			return "", fmt.Errorf("%w: %s holds %d bytes or more (max_pending_bytes)", ErrBackpressure, s.keys.Stream, s.bounds.MaxBytes)
-		}
-		return "", fmt.Errorf("%w: %s holds %d entries (max_pending_entries)", ErrBackpressure, s.keys.Stream, s.bounds.MaxEntries)
+	return xadd.Val(), nil
+}
+
+// checkBounds refuses an entry of size bytes when the stream is over its
+// bounds, reading only the counter and the length (see Bounds).
+func (s *Stream) checkBounds(ctx context.Context, size int64) error {
+	b := s.bounds
+	if b.MaxBytes <= 0 && b.MaxEntries <= 0 {
+		return nil
 	}
-	return "", fmt.Errorf("xadd %s: unexpected reply %T", s.keys.Stream, res)
+	pipe := s.rdb.Pipeline()
+	var used *redis.StringCmd
+	var xlen *redis.IntCmd
+	if b.MaxBytes > 0 {
+		used = pipe.Get(ctx, s.keys.Bytes)
+	}
+	if b.MaxEntries > 0 {
+		xlen = pipe.XLen(ctx, s.keys.Stream)
+	}
+	// A missing counter is redis.Nil: an empty stream.
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("bounds of %s: %w", s.keys.Stream, err)
+	}
+	if used != nil {
+		n, err := used.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("bounds of %s: %w", s.keys.Stream, err)
+		}
+		if n > 0 && n+size > b.MaxBytes {
+			return fmt.Errorf("%w: %s holds %d bytes or more (max_pending_bytes)", ErrBackpressure, s.keys.Stream, b.MaxBytes)
+		}
+	}
+	if xlen != nil && xlen.Val() >= b.MaxEntries {
+		return fmt.Errorf("%w: %s holds %d entries (max_pending_entries)", ErrBackpressure, s.keys.Stream, b.MaxEntries)
+	}
+	return nil
 }
 
 // Entry is one stream entry as read by a consumer.
@@ -130,6 +166,8 @@ type Entry struct {
 	// Data is read-only: it shares the memory of the reply's string.
 	Data  []byte
 	Items int
+	// Format is the payload's format; empty for legacy OTLP protobuf entries.
+	Format string
 	// Redelivered is true when the entry may have been processed before (it
 	// came from a pending list): the ledger must be consulted.
 	Redelivered bool
@@ -146,6 +184,9 @@ func toEntries(msgs []redis.XMessage, redelivered bool) []Entry {
 		}
 		if n, ok := m.Values[fieldItems].(string); ok {
 			e.Items, _ = strconv.Atoi(n)
+		}
+		if f, ok := m.Values[fieldFormat].(string); ok {
+			e.Format = f
 		}
 		out = append(out, e)
 	}

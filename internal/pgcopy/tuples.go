@@ -3,7 +3,9 @@ package pgcopy
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"slices"
 )
 
 var trailer = []byte{0xff, 0xff}
@@ -59,4 +61,75 @@ func AppendField(dst, v []byte) []byte {
 	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
 	return append(dst, v...)
+}
+
+// AppendTuples appends encoded rows (tuples, as Tuples returns them) of
+// fields fields each, without re-encoding them. It checks every row's shape
+// first and appends nothing when one is malformed: tuples may come from
+// outside the process (a stream entry), and a malformed one would be sent to
+// PostgreSQL as a corrupt stream.
+func (e *Encoder) AppendTuples(tuples []byte, fields int) (int, error) {
+	e.closeRow()
+	base := len(e.buf)
+	if base == 0 {
+		base = len(header)
+	}
+	kept := len(e.offs)
+	for off := 0; off < len(tuples); {
+		size, ok := rowSize(tuples[off:], fields)
+		if !ok {
+			e.offs = e.offs[:kept]
+			return 0, fmt.Errorf("pgcopy: tuple %d is not a row of %d fields", len(e.offs)-kept, fields)
+		}
+		e.offs = append(e.offs, base+off)
+		off += size
+	}
+	n := len(e.offs) - kept
+	if n == 0 {
+		return 0, nil
+	}
+	if need := len(header) + len(tuples); cap(e.buf)-len(e.buf) < need {
+		// Double, as BeginRow does: a batch grows by whole entries.
+		e.buf = slices.Grow(e.buf, max(need, cap(e.buf)))
+	}
+	if len(e.buf) == 0 {
+		e.buf = append(e.buf, header...)
+	}
+	e.buf = append(e.buf, tuples...)
+	e.rows += n
+	return n, nil
+}
+
+// rowSize returns the length of the row of fields fields that starts b.
+func rowSize(b []byte, fields int) (int, bool) {
+	if len(b) < 2 || int(int16(binary.BigEndian.Uint16(b))) != fields {
+		return 0, false
+	}
+	off := 2
+	for range fields {
+		if len(b)-off < 4 {
+			return 0, false
+		}
+		l := int(int32(binary.BigEndian.Uint32(b[off:])))
+		off += 4
+		if l == -1 {
+			continue
+		}
+		if l < 0 || l > len(b)-off {
+			return 0, false
+		}
+		off += l
+	}
+	return off, true
+}
+
+// Truncate drops every row from the n-th on.
+func (e *Encoder) Truncate(n int) {
+	e.closeRow()
+	if n < 0 || n >= e.rows {
+		return
+	}
+	e.buf = e.buf[:e.offs[n]]
+	e.offs = e.offs[:n]
+	e.rows = n
 }

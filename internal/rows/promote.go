@@ -79,9 +79,12 @@ type Layout struct {
 	tables  [numTables]Table
 	promo   [numTables][]promoCol
 	resKeys []string // resource keys that remove may drop, by bit
+	desc    []byte   // Descriptor, computed once the layout is complete
 }
 
 var defaultLayout = Layout{tables: Tables}
+
+func init() { defaultLayout.desc = defaultLayout.descriptor() }
 
 // DefaultLayout is the built-in tables, without promoted columns: a zero
 // Batch uses it.
@@ -136,6 +139,7 @@ func NewLayout(promoted []Promoted) (*Layout, error) {
 	if errs != nil {
 		return nil, errs
 	}
+	l.desc = l.descriptor()
 	return l, nil
 }
 

@@ -1,0 +1,94 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+)
+
+// modelTraces is uniqueTraces with a GenAI model on every span, which the
+// default genai preset promotes to a column.
+func modelTraces(req, spans int) ptrace.Traces {
+	td := uniqueTraces(req, spans)
+	ss := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := 0; i < ss.Len(); i++ {
+		ss.At(i).Attributes().PutStr("gen_ai.request.model", "model-x")
+	}
+	return td
+}
+
+// copyEntry encodes td as a stream entry of layout l, as enqueue does.
+func copyEntry(t *testing.T, l *rows.Layout, td ptrace.Traces) []byte {
+	t.Helper()
+	b := new(rows.Batch)
+	b.SetLayout(l)
+	b.AddTraces(td)
+	entry, err := b.AppendEntry(nil)
+	require.NoError(t, err)
+	return entry
+}
+
+// Every entry a stream may hold is written or kept: legacy OTLP entries
+// (written before entries carried COPY rows), entries of this replica's
+// columns, entries of a replica without the promoted columns (written with
+// its own column list), a corrupt entry (reported and acknowledged, so it
+// cannot wedge the stream) and an entry of a format from a newer release
+// (left pending for a replica that reads it).
+func TestRedisEntryFormats(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	own, err := cfg.layout()
+	require.NoError(t, err)
+	require.NotEqual(t, rows.DefaultLayout().Descriptor(), own.Descriptor(), "the default config promotes columns")
+
+	keys := coord.KeysFor(prefix, "traces")
+	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
+	require.NoError(t, s.EnsureGroup(ctx))
+	const per = 5
+	add := func(format string, payload []byte) {
+		_, err := s.AddFormat(ctx, format, payload, per)
+		require.NoError(t, err)
+	}
+	legacy, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(modelTraces(1, per))
+	require.NoError(t, err)
+	add("", legacy)
+	add(rows.EntryFormat, copyEntry(t, own, modelTraces(2, per)))
+	add(rows.EntryFormat, copyEntry(t, rows.DefaultLayout(), modelTraces(3, per)))
+	corrupt := copyEntry(t, own, modelTraces(4, per))
+	add(rows.EntryFormat, corrupt[:len(corrupt)-3])
+	add("copy9", []byte("from the future"))
+	add(rows.EntryFormat, copyEntry(t, own, modelTraces(5, per)))
+
+	_, tel := startTraces(t, withRedis(cfg, prefix, "formats"))
+	pool := pgtest.Pool(t)
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 1 }, 20*time.Second, 50*time.Millisecond,
+		"every entry but the newer format's is acknowledged and deleted")
+
+	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
+	total, distinct := countSpans(t, q, schemaName)
+	assert.EqualValues(t, 4*per, total, "requests 1, 2, 3 and 5")
+	assert.EqualValues(t, 4*per, distinct)
+	var promoted, null int64
+	require.NoError(t, q(ctx, `SELECT count(*) FILTER (WHERE gen_ai_request_model = 'model-x'),
+		count(*) FILTER (WHERE gen_ai_request_model IS NULL) FROM "`+schemaName+`".spans`, &promoted, &null))
+	assert.EqualValues(t, 3*per, promoted, "legacy and own-layout entries get the promoted column")
+	assert.EqualValues(t, per, null, "the other layout's entry is written with its own columns")
+	assert.EqualValues(t, 1, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"))
+
+	left, err := rdb.XRange(ctx, keys.Stream, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, left, 1)
+	assert.Equal(t, "copy9", left[0].Values["f"])
+	pending, err := rdb.XPending(ctx, keys.Stream, keys.Group).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, pending.Count, "the newer format's entry stays pending, not acknowledged")
+}

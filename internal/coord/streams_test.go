@@ -1,0 +1,292 @@
+package coord
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// redisAddr follows the exporter's tests: POSTGRESCOPY_TEST_REDIS or the
+// local default.
+func redisAddr() string {
+	if a := os.Getenv("POSTGRESCOPY_TEST_REDIS"); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}
+
+// testStream returns a stream under a key prefix unique to the test, with
+// its group created; its keys are deleted when the test ends.
+func testStream(tb testing.TB, bounds Bounds) (*Stream, *redis.Client) {
+	tb.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	require.NoError(tb, rdb.Ping(context.Background()).Err(), "Redis at %s must answer (make services)", redisAddr())
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	keys := KeysFor("pgct-coord-"+hex.EncodeToString(b[:]), "traces")
+	tb.Cleanup(func() {
+		rdb.Del(context.Background(), keys.Stream, keys.Bytes)
+		rdb.Close()
+	})
+	s := NewStream(rdb, keys, bounds, "test")
+	require.NoError(tb, s.EnsureGroup(context.Background()))
+	return s, rdb
+}
+
+func payloadOf(size int, seed byte) []byte {
+	p := make([]byte, size)
+	for i := range p {
+		p[i] = seed + byte(i*7)
+	}
+	return p
+}
+
+func counter(t *testing.T, s *Stream, rdb *redis.Client) int64 {
+	t.Helper()
+	n, err := rdb.Get(context.Background(), s.Keys().Bytes).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0
+	}
+	require.NoError(t, err)
+	return n
+}
+
+// streamBytes sums the payload sizes really in the stream.
+func streamBytes(t *testing.T, s *Stream, rdb *redis.Client) int64 {
+	t.Helper()
+	msgs, err := rdb.XRange(context.Background(), s.Keys().Stream, "-", "+").Result()
+	require.NoError(t, err)
+	var n int64
+	for _, m := range msgs {
+		d, _ := m.Values[fieldData].(string)
+		n += int64(len(d))
+	}
+	return n
+}
+
+func TestAddThenReadNewReturnsPayloadItemsAndFormat(t *testing.T) {
+	s, rdb := testStream(t, Bounds{})
+	ctx := context.Background()
+	legacy := payloadOf(300<<10, 1)
+	tagged := payloadOf(5000, 2)
+	idLegacy, err := s.Add(ctx, legacy, 17)
+	require.NoError(t, err)
+	idTagged, err := s.AddFormat(ctx, "arrow", tagged, 3)
+	require.NoError(t, err)
+
+	entries, err := s.ReadNew(ctx, 10, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	assert.Equal(t, idLegacy, entries[0].ID)
+	assert.True(t, bytes.Equal(legacy, entries[0].Data), "legacy payload intact")
+	assert.Equal(t, 17, entries[0].Items)
+	assert.Empty(t, entries[0].Format)
+	assert.False(t, entries[0].Redelivered)
+	assert.Equal(t, idTagged, entries[1].ID)
+	assert.True(t, bytes.Equal(tagged, entries[1].Data), "tagged payload intact")
+	assert.Equal(t, 3, entries[1].Items)
+	assert.Equal(t, "arrow", entries[1].Format)
+
+	// Legacy entries keep their old layout: readers that predate the
+	// format field see nothing new.
+	msgs, err := rdb.XRange(ctx, s.Keys().Stream, idLegacy, idLegacy).Result()
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.NotContains(t, msgs[0].Values, fieldFormat)
+}
+
+func TestBytesCounterIsExactAndReturnsToZeroAfterAck(t *testing.T) {
+	s, rdb := testStream(t, Bounds{})
+	ctx := context.Background()
+	var want int64
+	for i := 0; i < 20; i++ {
+		p := payloadOf(1000+i*333, byte(i))
+		format := ""
+		if i%2 == 1 {
+			format = "f1"
+		}
+		_, err := s.AddFormat(ctx, format, p, i)
+		require.NoError(t, err)
+		want += int64(len(p))
+	}
+	assert.Equal(t, want, counter(t, s, rdb))
+	assert.Equal(t, want, streamBytes(t, s, rdb))
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, st.Bytes)
+	assert.EqualValues(t, 20, st.Entries)
+
+	entries, err := s.ReadNew(ctx, 100, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, entries, 20)
+	require.NoError(t, s.Ack(ctx, entries))
+	assert.Zero(t, counter(t, s, rdb))
+	n, err := rdb.XLen(ctx, s.Keys().Stream).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n)
+}
+
+func TestMaxBytesRefusesOnceOver(t *testing.T) {
+	s, rdb := testStream(t, Bounds{MaxBytes: 10_000})
+	ctx := context.Background()
+
+	// Larger than the bound, but the stream is empty: it must enter, or it
+	// could never be written.
+	big := payloadOf(25_000, 1)
+	_, err := s.Add(ctx, big, 1)
+	require.NoError(t, err)
+	_, err = s.Add(ctx, payloadOf(1, 2), 1)
+	require.ErrorIs(t, err, ErrBackpressure)
+	assert.Contains(t, err.Error(), "max_pending_bytes")
+	assert.EqualValues(t, len(big), counter(t, s, rdb), "a refused entry is not counted")
+
+	entries, err := s.ReadNew(ctx, 10, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, s.Ack(ctx, entries))
+
+	// Fill up to the bound exactly, then one byte more is refused.
+	for i := 0; i < 4; i++ {
+		_, err := s.Add(ctx, payloadOf(2500, byte(i)), 1)
+		require.NoError(t, err)
+	}
+	_, err = s.AddFormat(ctx, "x", payloadOf(1, 9), 1)
+	require.ErrorIs(t, err, ErrBackpressure)
+	assert.EqualValues(t, 10_000, counter(t, s, rdb))
+	assert.EqualValues(t, 10_000, streamBytes(t, s, rdb))
+}
+
+func TestMaxEntriesRefuses(t *testing.T) {
+	s, rdb := testStream(t, Bounds{MaxEntries: 3})
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		_, err := s.Add(ctx, payloadOf(100, byte(i)), 1)
+		require.NoError(t, err)
+	}
+	_, err := s.Add(ctx, payloadOf(100, 9), 1)
+	require.ErrorIs(t, err, ErrBackpressure)
+	assert.Contains(t, err.Error(), "max_pending_entries")
+	n, err := rdb.XLen(ctx, s.Keys().Stream).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, n)
+	assert.EqualValues(t, 300, counter(t, s, rdb))
+}
+
+func TestConcurrentAddsKeepBytesCounterExact(t *testing.T) {
+	s, rdb := testStream(t, Bounds{MaxBytes: 1 << 40, MaxEntries: 1 << 30})
+	ctx := context.Background()
+	const producers, adds = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for g := 0; g < producers; g++ {
+		wg.Go(func() {
+			for i := 0; i < adds; i++ {
+				if _, err := s.Add(ctx, payloadOf(100+g*1000+i*37, byte(g)), 1); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	n, err := rdb.XLen(ctx, s.Keys().Stream).Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, producers*adds, n)
+	assert.Equal(t, streamBytes(t, s, rdb), counter(t, s, rdb))
+}
+
+// TestConcurrentAddsAndAcksKeepBytesCounterExact acks entries as soon as they
+// are read, racing the adders: an ack landing between an XADD and its INCRBY
+// would leave the counter off.
+func TestConcurrentAddsAndAcksKeepBytesCounterExact(t *testing.T) {
+	s, rdb := testStream(t, Bounds{})
+	ctx := context.Background()
+	const producers, adds = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, producers+1)
+	for g := 0; g < producers; g++ {
+		wg.Go(func() {
+			for i := 0; i < adds; i++ {
+				if _, err := s.Add(ctx, payloadOf(100+g*1000+i*37, byte(g)), 1); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	var reader sync.WaitGroup
+	reader.Go(func() {
+		for {
+			entries, err := s.ReadNew(ctx, 7, time.Millisecond)
+			if err == nil {
+				err = s.Ack(ctx, entries)
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	})
+	wg.Wait()
+	close(done)
+	reader.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, streamBytes(t, s, rdb), counter(t, s, rdb))
+}
+
+// TestBoundsAreSoftByAtMostOneEntryPerProducer documents the cost of checking
+// before adding: racing producers may each pass the check once too often.
+func TestBoundsAreSoftByAtMostOneEntryPerProducer(t *testing.T) {
+	const producers, maxEntries = 8, 20
+	s, rdb := testStream(t, Bounds{MaxEntries: maxEntries})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for g := 0; g < producers; g++ {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				_, err := s.Add(ctx, payloadOf(64, byte(g)), 1)
+				if errors.Is(err, ErrBackpressure) {
+					return
+				}
+				if err != nil || i > 1000 {
+					errs <- fmt.Errorf("producer %d: %v", g, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	n, err := rdb.XLen(ctx, s.Keys().Stream).Result()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, int64(maxEntries))
+	assert.LessOrEqual(t, n, int64(maxEntries+producers-1))
+	assert.Equal(t, streamBytes(t, s, rdb), counter(t, s, rdb))
+}
