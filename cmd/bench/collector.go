@@ -36,16 +36,21 @@ type collectorRun struct {
 	// peakRSS is the collector's VmHWM (peak resident set) in bytes when
 	// the last row arrived; 0 when /proc does not say.
 	peakRSS int64
+	// startRSS is the collector's VmRSS in bytes when generation started:
+	// with pregenerated input, the baseline that input holds.
+	startRSS     int64
+	pregenerated bool
 }
 
-// peakRSS reads a process's VmHWM from /proc/<pid>/status, in bytes.
-func peakRSS(pid int) int64 {
+// procRSS reads a memory field of /proc/<pid>/status (VmRSS, VmHWM), in
+// bytes; 0 when /proc does not say.
+func procRSS(pid int, field string) int64 {
 	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
 				return 0
@@ -78,6 +83,7 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 			"events_per_user": b.events,
 			"seed":            seed,
 			"concurrency":     b.loadgenConcurrency,
+			"pregenerate":     b.pregenerate,
 		}},
 		"exporters": map[string]any{"postgrescopy": exp},
 		"service": map[string]any{
@@ -139,7 +145,11 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	}()
 
 	// Scan the log: note when generation starts, keep the tail for errors.
-	started := make(chan time.Time, 1)
+	type start struct {
+		at  time.Time
+		rss int64
+	}
+	started := make(chan start, 1)
 	var (
 		tailMu sync.Mutex
 		tail   []string
@@ -152,8 +162,10 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 			line := sc.Text()
 			fmt.Fprintln(logFile, line)
 			if strings.Contains(line, "Load generation started") {
+				// RSS now, before sending grows it: the pregenerated input.
+				st := start{at: time.Now(), rss: procRSS(cmd.Process.Pid, "VmRSS")}
 				select {
-				case started <- time.Now():
+				case started <- st:
 				default:
 				}
 			}
@@ -178,14 +190,21 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 		return lastLines(strings.Join(tail, "\n"), 3)
 	}
 
+	// Pregenerating holds back "Load generation started" while every batch
+	// is built; allow it 50µs an item on top.
+	startWait := 60 * time.Second
+	if b.pregenerate {
+		startWait += time.Duration(users) * time.Duration(b.events) * 50 * time.Microsecond
+	}
 	var t0 time.Time
 	select {
-	case t0 = <-started:
+	case st := <-started:
+		t0, res.startRSS, res.pregenerated = st.at, st.rss, b.pregenerate
 	case <-exited:
 		<-scanned
 		return res, fmt.Errorf("%w: the collector exited before generating (%v): %s", errUnavailable, exitErr, why())
-	case <-time.After(60 * time.Second):
-		return res, fmt.Errorf("%w: the collector did not start generating within 60s: %s", errUnavailable, why())
+	case <-time.After(startWait):
+		return res, fmt.Errorf("%w: the collector did not start generating within %s: %s", errUnavailable, startWait.Round(time.Second), why())
 	case <-ctx.Done():
 		return res, ctx.Err()
 	}
@@ -213,7 +232,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 		res.rows = n - base
 		if n >= expected {
 			res.elapsed = time.Since(t0)
-			res.peakRSS = peakRSS(cmd.Process.Pid)
+			res.peakRSS = procRSS(cmd.Process.Pid, "VmHWM")
 			break
 		}
 		// Poll at most a tenth of the time: counting must not become load.

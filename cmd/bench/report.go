@@ -27,6 +27,9 @@ type result struct {
 	Note           string  `json:"note,omitempty"`
 	// PeakRSSMiB is the collector's peak resident set (VmHWM), collector runs only.
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
+	// InputRSSMiB is the collector's resident set (VmRSS) when generation
+	// started: with -pregenerate, what the prepared input holds.
+	InputRSSMiB float64 `json:"input_rss_mib,omitempty"`
 }
 
 func newResult(name string, ds *dataset, d time.Duration) result {
@@ -48,6 +51,14 @@ func collectorResult(name string, users int, rows, bytes int64, run collectorRun
 	if run.peakRSS > 0 {
 		r.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
 		r.Note += fmt.Sprintf("; collector peak RSS %.0f MiB", r.PeakRSSMiB)
+	}
+	if run.startRSS > 0 {
+		r.InputRSSMiB = float64(run.startRSS) / (1 << 20)
+		if run.pregenerated {
+			r.Note += fmt.Sprintf(" (input prepared in memory: %.0f MiB at start)", r.InputRSSMiB)
+		} else {
+			r.Note += fmt.Sprintf(" (%.0f MiB at start)", r.InputRSSMiB)
+		}
 	}
 	return r
 }

@@ -59,6 +59,11 @@ type Config struct {
 	// share is skipped, not given to the others, so the data is the same
 	// whichever signals are on.
 	Signals []string `mapstructure:"signals"`
+	// pregenerate builds every batch (all users, signals and workers) in
+	// memory before generation starts, then only sends them, so a benchmark
+	// does not pay generation CPU while the clock runs. Same batches, same
+	// order. Default false; needs a load bounded by users, so no duration.
+	Pregenerate bool `mapstructure:"pregenerate"`
 }
 
 var _ component.Config = (*Config)(nil)
@@ -108,6 +113,11 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Duration < 0 {
 		errs = append(errs, fmt.Errorf(`"duration" must be 0 (until done) or positive, got %s`, cfg.Duration))
+	}
+	if cfg.Pregenerate && cfg.Duration > 0 {
+		// duration bounds the load by time, not by users: the batches
+		// prepared past it would never be sent.
+		errs = append(errs, fmt.Errorf(`"pregenerate" needs a load bounded by "users"; "duration" must be 0 with it, got %s`, cfg.Duration))
 	}
 	if cfg.Concurrency < 1 || cfg.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf(`"concurrency" must be between 1 and 1024, got %d`, cfg.Concurrency))

@@ -54,6 +54,11 @@ func TestLoadConfig(t *testing.T) {
 			BatchSize:       5000,
 			Signals:         []string{"traces", "logs"},
 		}},
+		{id: component.NewIDWithName(metadata.Type, "pregenerated"), want: func() *Config {
+			cfg := createDefaultConfig().(*Config)
+			cfg.Users, cfg.Rate, cfg.Pregenerate = 50, 10000, true
+			return cfg
+		}()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {

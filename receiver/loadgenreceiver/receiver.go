@@ -49,6 +49,10 @@ type run struct {
 
 	errMu   sync.Mutex
 	lastErr string
+
+	// epoch is the start the timestamps are relative to; zero means the
+	// moment generation starts. Tests fix it to compare runs.
+	epoch time.Time
 }
 
 var (
@@ -140,11 +144,43 @@ func (g *run) signalsOn() [3]bool {
 
 func (g *run) generate(ctx context.Context, on [3]bool) {
 	defer g.wg.Done()
-	start := time.Now()
+	start := g.epoch
+	if start.IsZero() {
+		start = time.Now()
+	}
+	gens := make([]*Generator, min(g.cfg.Concurrency, g.cfg.Users))
+	for w := range gens {
+		gen, err := NewWorkerGenerator(*g.cfg, start, w)
+		if err != nil { // the Collector validated the config; a direct caller may not have
+			g.logger.Error("Load generation cannot start", zap.Error(err))
+			g.stats.finish()
+			return
+		}
+		gens[w] = gen
+	}
+	var prepared [][]batch
+	if g.cfg.Pregenerate {
+		began := time.Now()
+		prepared = prepare(ctx, gens, on)
+		if ctx.Err() != nil {
+			g.stats.finish()
+			return
+		}
+		var items, batches int64
+		for _, bs := range prepared {
+			batches += int64(len(bs))
+			for _, b := range bs {
+				items += int64(b.n)
+			}
+		}
+		g.logger.Info("Load generation prepared every batch in memory",
+			zap.Int64("items", items), zap.Int64("batches", batches), zap.Duration("took", time.Since(began)))
+	}
+
 	g.stats.begin()
 	var deadline time.Time
 	if g.cfg.Duration > 0 {
-		deadline = start.Add(g.cfg.Duration)
+		deadline = time.Now().Add(g.cfg.Duration)
 	}
 	spans, points, logs := g.cfg.perUser()
 	users := int64(g.cfg.Users)
@@ -158,16 +194,16 @@ func (g *run) generate(ctx context.Context, on [3]bool) {
 		zap.Uint64("seed", g.cfg.Seed),
 		zap.Float64("rate", g.cfg.Rate),
 		zap.Duration("duration", g.cfg.Duration),
+		zap.Bool("pregenerate", g.cfg.Pregenerate),
 	)
 
 	var workers sync.WaitGroup
-	for w := range min(g.cfg.Concurrency, g.cfg.Users) {
-		gen, err := NewWorkerGenerator(*g.cfg, start, w)
-		if err != nil { // the Collector validated the config; a direct caller may not have
-			g.logger.Error("Load generation cannot start", zap.Error(err))
-			break
+	for w, gen := range gens {
+		next := newSchedule(gen, on).next
+		if prepared != nil {
+			next = replay(prepared[w])
 		}
-		workers.Go(func() { g.work(ctx, gen, on, deadline) })
+		workers.Go(func() { g.work(ctx, next, deadline) })
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -205,41 +241,15 @@ func snapshotFields(s Snapshot) []zap.Field {
 	}
 }
 
-// work sends one worker's users. It always sends the signal furthest behind
-// in proportion, so traces, metrics and logs flow together.
-func (g *run) work(ctx context.Context, gen *Generator, on [3]bool, deadline time.Time) {
-	var sent [3]int64
-	total := [3]int64{gen.traces.total, gen.metrics.total, gen.logs.total}
-	for {
-		next, best := -1, math.Inf(1)
-		for i := range sent {
-			if on[i] && sent[i] < total[i] {
-				if f := float64(sent[i]) / float64(total[i]); f < best {
-					next, best = i, f
-				}
-			}
-		}
-		if next < 0 || ctx.Err() != nil || (!deadline.IsZero() && !time.Now().Before(deadline)) {
-			return
-		}
-		var n int
-		var err error
-		switch next {
-		case 0:
-			n, err = g.sendTraces(ctx, gen.traces, deadline)
-		case 1:
-			n, err = g.sendMetrics(ctx, gen.metrics, deadline)
-		case 2:
-			n, err = g.sendLogs(ctx, gen.logs, deadline)
-		}
-		if err != nil {
-			return
-		}
-		if n == 0 {
-			total[next] = sent[next] // cannot happen: totals match the cursors
-		}
-		sent[next] += int64(n)
-	}
+// batch is one ConsumeTraces, ConsumeMetrics or ConsumeLogs call.
+type batch struct {
+	signal int   // 0 traces, 1 metrics, 2 logs
+	n      int   // spans, data points or log records
+	traces int64 // traces begun in it, for Stats
+	size   int   // OTLP size, taken before Consume, which may take the data over
+	td     ptrace.Traces
+	md     pmetric.Metrics
+	ld     plog.Logs
 }
 
 var (
@@ -248,57 +258,131 @@ var (
 	logsSizer    plog.ProtoMarshaler
 )
 
-func (g *run) sendTraces(ctx context.Context, c *tracesCursor, deadline time.Time) (int, error) {
-	before := c.traces
-	td, n := c.next()
-	if n == 0 {
-		return 0, nil
-	}
-	if err := g.limiter.wait(ctx, n, deadline); err != nil {
-		return 0, err
-	}
-	size := tracesSizer.TracesSize(td) // before Consume, which may take the data over
-	octx := g.obs.StartTracesOp(ctx)
-	err := g.traces.ConsumeTraces(octx, td)
-	g.obs.EndTracesOp(octx, "loadgen", n, err)
-	g.stats.Traces.Add(c.traces - before)
-	g.stats.Spans.Add(int64(n))
-	g.account(ctx, n, size, err)
-	return n, nil
+// schedule generates one worker's batches in sending order. It always
+// picks the signal furthest behind in proportion, so traces, metrics and
+// logs flow together; the order depends only on the totals, so streaming
+// and pregenerate send the same sequence.
+type schedule struct {
+	gen         *Generator
+	on          [3]bool
+	sent, total [3]int64
 }
 
-func (g *run) sendMetrics(ctx context.Context, c *metricsCursor, deadline time.Time) (int, error) {
-	md, n := c.next()
-	if n == 0 {
-		return 0, nil
-	}
-	if err := g.limiter.wait(ctx, n, deadline); err != nil {
-		return 0, err
-	}
-	size := metricsSizer.MetricsSize(md)
-	octx := g.obs.StartMetricsOp(ctx)
-	err := g.metrics.ConsumeMetrics(octx, md)
-	g.obs.EndMetricsOp(octx, "loadgen", n, err)
-	g.stats.DataPoints.Add(int64(n))
-	g.account(ctx, n, size, err)
-	return n, nil
+func newSchedule(gen *Generator, on [3]bool) *schedule {
+	return &schedule{gen: gen, on: on, total: [3]int64{gen.traces.total, gen.metrics.total, gen.logs.total}}
 }
 
-func (g *run) sendLogs(ctx context.Context, c *logsCursor, deadline time.Time) (int, error) {
-	ld, n := c.next()
-	if n == 0 {
-		return 0, nil
+// next generates the next batch; false when the worker's users are done.
+func (s *schedule) next() (batch, bool) {
+	for {
+		next, best := -1, math.Inf(1)
+		for i := range s.sent {
+			if s.on[i] && s.sent[i] < s.total[i] {
+				if f := float64(s.sent[i]) / float64(s.total[i]); f < best {
+					next, best = i, f
+				}
+			}
+		}
+		if next < 0 {
+			return batch{}, false
+		}
+		b := batch{signal: next}
+		switch next {
+		case 0:
+			c := s.gen.traces
+			before := c.traces
+			b.td, b.n = c.next()
+			b.traces = c.traces - before
+			b.size = tracesSizer.TracesSize(b.td)
+		case 1:
+			b.md, b.n = s.gen.metrics.next()
+			b.size = metricsSizer.MetricsSize(b.md)
+		case 2:
+			b.ld, b.n = s.gen.logs.next()
+			b.size = logsSizer.LogsSize(b.ld)
+		}
+		if b.n == 0 {
+			s.total[next] = s.sent[next] // cannot happen: totals match the cursors
+			continue
+		}
+		s.sent[next] += int64(b.n)
+		return b, true
 	}
-	if err := g.limiter.wait(ctx, n, deadline); err != nil {
-		return 0, err
+}
+
+// prepare generates every worker's batches, one goroutine per worker as
+// when streaming. It stops early, returning partial lists, when ctx ends.
+func prepare(ctx context.Context, gens []*Generator, on [3]bool) [][]batch {
+	out := make([][]batch, len(gens))
+	var wg sync.WaitGroup
+	for w, gen := range gens {
+		wg.Go(func() {
+			s := newSchedule(gen, on)
+			for ctx.Err() == nil {
+				b, ok := s.next()
+				if !ok {
+					return
+				}
+				out[w] = append(out[w], b)
+			}
+		})
 	}
-	size := logsSizer.LogsSize(ld)
-	octx := g.obs.StartLogsOp(ctx)
-	err := g.logs.ConsumeLogs(octx, ld)
-	g.obs.EndLogsOp(octx, "loadgen", n, err)
-	g.stats.LogRecords.Add(int64(n))
-	g.account(ctx, n, size, err)
-	return n, nil
+	wg.Wait()
+	return out
+}
+
+// replay hands out prepared batches in order, dropping each from the list
+// so that it can be collected once sent.
+func replay(bs []batch) func() (batch, bool) {
+	i := 0
+	return func() (batch, bool) {
+		if i == len(bs) {
+			return batch{}, false
+		}
+		b := bs[i]
+		bs[i] = batch{}
+		i++
+		return b, true
+	}
+}
+
+// work sends one worker's batches until they run out, ctx ends or the
+// deadline passes.
+func (g *run) work(ctx context.Context, next func() (batch, bool), deadline time.Time) {
+	for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+		b, ok := next()
+		if !ok || g.send(ctx, b, deadline) != nil {
+			return
+		}
+	}
+}
+
+// send waits for the batch's rate slot and hands it to its pipeline.
+func (g *run) send(ctx context.Context, b batch, deadline time.Time) error {
+	if err := g.limiter.wait(ctx, b.n, deadline); err != nil {
+		return err
+	}
+	var err error
+	switch b.signal {
+	case 0:
+		octx := g.obs.StartTracesOp(ctx)
+		err = g.traces.ConsumeTraces(octx, b.td)
+		g.obs.EndTracesOp(octx, "loadgen", b.n, err)
+		g.stats.Traces.Add(b.traces)
+		g.stats.Spans.Add(int64(b.n))
+	case 1:
+		octx := g.obs.StartMetricsOp(ctx)
+		err = g.metrics.ConsumeMetrics(octx, b.md)
+		g.obs.EndMetricsOp(octx, "loadgen", b.n, err)
+		g.stats.DataPoints.Add(int64(b.n))
+	case 2:
+		octx := g.obs.StartLogsOp(ctx)
+		err = g.logs.ConsumeLogs(octx, b.ld)
+		g.obs.EndLogsOp(octx, "loadgen", b.n, err)
+		g.stats.LogRecords.Add(int64(b.n))
+	}
+	g.account(ctx, b.n, b.size, err)
+	return nil
 }
 
 // refusedBackoff is the pause after a refused batch, so a memory limiter

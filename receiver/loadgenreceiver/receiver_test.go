@@ -2,7 +2,11 @@ package loadgenreceiver
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,9 +17,14 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver/internal/metadata"
 )
@@ -248,4 +257,111 @@ func TestFactory(t *testing.T) {
 	st, ok := tr.(interface{ Stats() *Stats })
 	require.True(t, ok)
 	assert.NotNil(t, st.Stats())
+}
+
+// recorder keeps every batch the receiver hands over as its signal and the
+// SHA-256 of its OTLP bytes (readable when a comparison fails), in arrival
+// order.
+type recorder struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *recorder) add(signal string, b []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.got = append(r.got, fmt.Sprintf("%s %x", signal, sha256.Sum256(b)))
+	r.mu.Unlock()
+	return nil
+}
+
+// runRecorded runs the receiver on every signal with timestamps from
+// testStart and returns what it sent, and its log.
+func runRecorded(t *testing.T, cfg Config) ([]string, *observer.ObservedLogs) {
+	t.Helper()
+	rec := &recorder{}
+	tc, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
+		b, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+		return rec.add("traces", b, err)
+	})
+	require.NoError(t, err)
+	mc, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+		b, err := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+		return rec.add("metrics", b, err)
+	})
+	require.NoError(t, err)
+	lc, err := consumer.NewLogs(func(_ context.Context, ld plog.Logs) error {
+		b, err := (&plog.ProtoMarshaler{}).MarshalLogs(ld)
+		return rec.add("logs", b, err)
+	})
+	require.NoError(t, err)
+
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	set := receivertest.NewNopSettings(metadata.Type)
+	core, logs := observer.New(zap.InfoLevel)
+	set.Logger = zap.New(core)
+	ctx := context.Background()
+	tr, err := f.CreateTraces(ctx, set, &cfg, tc)
+	require.NoError(t, err)
+	mr, err := f.CreateMetrics(ctx, set, &cfg, mc)
+	require.NoError(t, err)
+	lr, err := f.CreateLogs(ctx, set, &cfg, lc)
+	require.NoError(t, err)
+	tr.(*run).epoch = testStart // the same timestamps in both runs
+	comps := []component.Component{tr, mr, lr}
+	for _, c := range comps {
+		require.NoError(t, c.Start(ctx, componenttest.NewNopHost()))
+	}
+	waitDone(t, stats, 30*time.Second)
+	shutdownAll(t, comps)
+	require.Equal(t, int64(cfg.Users*cfg.EventsPerUser), stats.Snapshot().Items())
+	return rec.got, logs
+}
+
+// pregenerate must change when batches are made, never what is sent: the
+// same OTLP bytes, batch for batch, in the same order for one worker (the
+// order across workers depends on scheduling, so several are compared as a
+// multiset).
+func TestPregenerateSendsTheStreamedBatches(t *testing.T) {
+	for _, concurrency := range []int{1, 3} {
+		cfg := testConfig(5)
+		cfg.Concurrency, cfg.BatchSize = concurrency, 97
+		streamed, _ := runRecorded(t, cfg)
+		cfg.Pregenerate = true
+		pregenerated, logs := runRecorded(t, cfg)
+		require.NotEmpty(t, streamed)
+		if concurrency > 1 {
+			slices.Sort(streamed)
+			slices.Sort(pregenerated)
+		}
+		assert.Equal(t, streamed, pregenerated, "concurrency %d", concurrency)
+
+		// The preparation is logged, with its size, before generation starts.
+		var msgs []string
+		for _, e := range logs.All() {
+			msgs = append(msgs, e.Message)
+		}
+		i := slices.Index(msgs, "Load generation prepared every batch in memory")
+		require.GreaterOrEqual(t, i, 0, "%v", msgs)
+		assert.Less(t, i, slices.Index(msgs, "Load generation started"))
+		assert.Equal(t, int64(5*1900), logs.All()[i].ContextMap()["items"])
+		assert.Equal(t, int64(len(pregenerated)), logs.All()[i].ContextMap()["batches"])
+	}
+}
+
+func TestShutdownDuringPregenerateIsPrompt(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users, cfg.Concurrency, cfg.Pregenerate = 1_000_000, 2, true
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), consumertest.NewNop(), consumertest.NewNop(), consumertest.NewNop())
+	time.Sleep(100 * time.Millisecond)
+	began := time.Now()
+	shutdownAll(t, comps)
+	assert.Less(t, time.Since(began), 2*time.Second)
+	assert.True(t, stats.Finished())
+	assert.Zero(t, stats.Snapshot().Items(), "nothing is sent before preparation ends")
 }
