@@ -550,9 +550,9 @@ func (b *bench) standingNotes(rep *report) []string {
 		notes = append(notes, fmt.Sprintf("Generating the workload and encoding it with the exporter's row encoder ran at up to %s rows/s on one core here, without PostgreSQL. "+cpu,
 			num(rep.Workload.EncodeRowsPerS), rep.Machine.Cores))
 	}
-	timing := "Collector runs are timed from the loadgen receiver's first batch (every exporter is started by then) to the moment the last row is visible in PostgreSQL; the collector's start-up is shown in the notes, not counted."
+	timing := "Collector runs are timed from the loadgen receiver's first batch (every exporter is started by then) to the commit of the last row (the exporter logs each committed batch; the rows are counted in PostgreSQL afterwards); the collector's start-up is shown in the notes, not counted."
 	if b.pregenerate {
-		timing = "Collector runs are timed from the loadgen receiver's first batch (every exporter is started and every batch prepared in memory by then, -pregenerate) to the moment the last row is visible in PostgreSQL; the collector's start-up, preparation included, is shown in the notes, not counted."
+		timing = "Collector runs are timed from the loadgen receiver's first batch (every exporter is started and every batch prepared in memory by then, -pregenerate) to the commit of the last row (the exporter logs each committed batch; the rows are counted in PostgreSQL afterwards); the collector's start-up, preparation included, is shown in the notes, not counted."
 	}
 	notes = append(notes, timing)
 	if len(rep.Strategies) > 0 {
