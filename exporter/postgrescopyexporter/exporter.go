@@ -40,7 +40,7 @@ type pgExporter struct {
 	// one batch per queue consumer, so memory stays bounded.
 	batches chan *rows.Batch
 	// entryBufs keeps Redis-mode entry buffers warm in the same way.
-	entryBufs chan []byte
+	entryBufs chan *entryBuf
 	layout    *rows.Layout
 }
 
@@ -59,7 +59,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 		keep = max(keep, runtime.GOMAXPROCS(0))
 	}
 	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(chan *rows.Batch, keep),
-		entryBufs: make(chan []byte, keep), layout: s.c.layout}
+		entryBufs: make(chan *entryBuf, keep), layout: s.c.layout}
 	return e, nil
 }
 
@@ -83,21 +83,19 @@ func (e *pgExporter) putBatch(b *rows.Batch) {
 	}
 }
 
-// getEntryBuf returns an empty buffer with room for n bytes.
-func (e *pgExporter) getEntryBuf(n int) []byte {
+// getEntryBuf returns entry buffers, warm when a push left some.
+func (e *pgExporter) getEntryBuf() *entryBuf {
 	select {
-	case buf := <-e.entryBufs:
-		if cap(buf) >= n {
-			return buf[:0]
-		}
+	case eb := <-e.entryBufs:
+		return eb
 	default:
+		return new(entryBuf)
 	}
-	return make([]byte, 0, n)
 }
 
-func (e *pgExporter) putEntryBuf(buf []byte) {
+func (e *pgExporter) putEntryBuf(eb *entryBuf) {
 	select {
-	case e.entryBufs <- buf:
+	case e.entryBufs <- eb:
 	default:
 	}
 }
@@ -164,13 +162,14 @@ func (e *pgExporter) enqueue(ctx context.Context, signal string, items int, add 
 	b := e.getBatch()
 	defer e.putBatch(b)
 	add(b)
-	buf := e.getEntryBuf(b.EntryLen())
-	defer e.putEntryBuf(buf)
-	entry, err := b.AppendEntry(buf[:0])
-	if err != nil {
+	eb := e.getEntryBuf()
+	defer e.putEntryBuf(eb)
+	var err error
+	if eb.raw, err = b.AppendEntry(eb.raw[:0]); err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", signal, err))
 	}
-	return e.shared.c.enqueue(ctx, signal, entry, items)
+	format, entry := eb.pack(e.cfg.Redis.Get().Compression == compressionS2)
+	return e.shared.c.enqueue(ctx, signal, format, entry, items)
 }
 
 func (e *pgExporter) isStarted() bool {

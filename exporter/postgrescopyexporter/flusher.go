@@ -68,9 +68,13 @@ type flusher struct {
 	logger *zap.Logger
 	attrs  metric.MeasurementOption
 
-	batch       *rows.Batch
-	others      map[*rows.Layout]*rows.Batch // batches of other replicas' layouts
-	ownPending  bool                         // a flush failed: re-read this consumer's pending entries first
+	batch  *rows.Batch
+	others map[*rows.Layout]*rows.Batch // batches of other replicas' layouts
+	// arena holds a flush's decompressed entries; arenaWant is the size the
+	// next flush needs.
+	arena       []byte
+	arenaWant   int
+	ownPending  bool // a flush failed: re-read this consumer's pending entries first
 	lastClaim   time.Time
 	lastProblem string
 }
@@ -261,12 +265,16 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 }
 
 // readable reports whether this release reads e's format.
-func readable(e coord.Entry) bool { return e.Format == "" || e.Format == rows.EntryFormat }
+func readable(e coord.Entry) bool {
+	return e.Format == "" || e.Format == rows.EntryFormat || e.Format == formatS2
+}
 
 // keyedEntry is a stream entry with its ledger key.
 type keyedEntry struct {
 	coord.Entry
 	key string
+	raw []byte // the rows entry, decompressed; nil for legacy OTLP
+	err error  // why it cannot be read
 }
 
 // splitCommitted separates entries whose keys the ledger holds. Only entries
@@ -301,6 +309,10 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []keye
 // one transaction; entries of each other layout in one more each.
 func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) error {
 	own := f.c.layout.Descriptor()
+	if cap(f.arena) < f.arenaWant {
+		f.arena = make([]byte, 0, f.arenaWant)
+	}
+	f.arena = f.arena[:0]
 	groups := map[string]*group{}
 	var order []*group
 	seen := make(map[string]bool, len(entries))
@@ -311,9 +323,10 @@ func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) e
 			continue
 		}
 		seen[e.key] = true
+		e.raw, e.err = f.unpack(e.Entry)
 		desc := own
-		if e.Format == rows.EntryFormat {
-			if d, err := rows.EntryDescriptor(e.Data); err == nil {
+		if e.raw != nil {
+			if d, err := rows.EntryDescriptor(e.raw); err == nil {
 				desc = d
 			}
 		}
@@ -390,8 +403,36 @@ func (f *flusher) writeGroup(ctx context.Context, key string, b *rows.Batch, ent
 // add appends one entry's rows to b: rows already encoded for COPY are
 // copied as they are; a legacy OTLP payload is decoded and encoded.
 func (f *flusher) add(b *rows.Batch, e keyedEntry) error {
-	if e.Format == rows.EntryFormat {
-		return b.AddEntry(e.Data)
+	switch {
+	case e.err != nil:
+		return e.err
+	case e.raw != nil:
+		return b.AddEntry(e.raw)
 	}
 	return f.sig.decode(e.Data, b)
+}
+
+// unpack returns an entry of rows as rows.Batch.AddEntry takes it,
+// decompressed into the flusher's arena (valid until the next flush), or nil
+// for a legacy OTLP entry.
+func (f *flusher) unpack(e coord.Entry) ([]byte, error) {
+	switch e.Format {
+	case rows.EntryFormat:
+		return e.Data, nil
+	case formatS2:
+		at := len(f.arena)
+		raw, err := unpack(f.arena[at:], e.Data)
+		if err != nil {
+			return nil, err
+		}
+		if cap(f.arena)-at >= len(raw) {
+			// Decompressed in place: claim it. Otherwise raw is its own
+			// allocation, and the next flush's arena starts bigger.
+			f.arena = f.arena[:at+len(raw)]
+		} else {
+			f.arenaWant = max(f.arenaWant, 2*(at+len(raw)))
+		}
+		return raw, nil
+	}
+	return nil, nil
 }

@@ -40,7 +40,8 @@ func copyEntry(t *testing.T, l *rows.Layout, td ptrace.Traces) []byte {
 // (written before entries carried COPY rows), entries of this replica's
 // columns, entries of a replica without the promoted columns (written with
 // its own column list), a corrupt entry (reported and acknowledged, so it
-// cannot wedge the stream) and an entry of a format from a newer release
+// cannot wedge the stream), the same compressed with S2, and an entry of a
+// format from a newer release
 // (left pending for a replica that reads it).
 func TestRedisEntryFormats(t *testing.T) {
 	cfg, schemaName := testConfig(t)
@@ -67,6 +68,17 @@ func TestRedisEntryFormats(t *testing.T) {
 	add(rows.EntryFormat, corrupt[:len(corrupt)-3])
 	add("copy9", []byte("from the future"))
 	add(rows.EntryFormat, copyEntry(t, own, modelTraces(5, per)))
+	packed := func(l *rows.Layout, req int) []byte {
+		eb := &entryBuf{raw: copyEntry(t, l, modelTraces(req, per))}
+		format, data := eb.pack(true)
+		require.Equal(t, formatS2, format)
+		return append([]byte(nil), data...)
+	}
+	add(formatS2, packed(own, 6))
+	add(formatS2, packed(rows.DefaultLayout(), 7))
+	bad := packed(own, 8)
+	bad[len(bad)/2] ^= 0x01
+	add(formatS2, bad)
 
 	_, tel := startTraces(t, withRedis(cfg, prefix, "formats"))
 	pool := pgtest.Pool(t)
@@ -75,14 +87,14 @@ func TestRedisEntryFormats(t *testing.T) {
 
 	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
 	total, distinct := countSpans(t, q, schemaName)
-	assert.EqualValues(t, 4*per, total, "requests 1, 2, 3 and 5")
-	assert.EqualValues(t, 4*per, distinct)
+	assert.EqualValues(t, 6*per, total, "requests 1, 2, 3, 5, 6 and 7")
+	assert.EqualValues(t, 6*per, distinct)
 	var promoted, null int64
 	require.NoError(t, q(ctx, `SELECT count(*) FILTER (WHERE gen_ai_request_model = 'model-x'),
 		count(*) FILTER (WHERE gen_ai_request_model IS NULL) FROM "`+schemaName+`".spans`, &promoted, &null))
-	assert.EqualValues(t, 3*per, promoted, "legacy and own-layout entries get the promoted column")
-	assert.EqualValues(t, per, null, "the other layout's entry is written with its own columns")
-	assert.EqualValues(t, 1, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"))
+	assert.EqualValues(t, 4*per, promoted, "legacy and own-layout entries get the promoted column")
+	assert.EqualValues(t, 2*per, null, "the other layout's entries are written with their own columns")
+	assert.EqualValues(t, 2, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"))
 
 	left, err := rdb.XRange(ctx, keys.Stream, "-", "+").Result()
 	require.NoError(t, err)
@@ -91,4 +103,46 @@ func TestRedisEntryFormats(t *testing.T) {
 	pending, err := rdb.XPending(ctx, keys.Stream, keys.Group).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, pending.Count, "the newer format's entry stays pending, not acknowledged")
+}
+
+// Compression shrinks a typical entry several times and round-trips it
+// byte for byte; an incompressible entry is stored as it is; a corrupt or
+// lying header is refused without a huge allocation.
+func TestEntryCompression(t *testing.T) {
+	raw := copyEntry(t, rows.DefaultLayout(), modelTraces(1, 200))
+	eb := &entryBuf{raw: raw}
+	format, packed := eb.pack(true)
+	require.Equal(t, formatS2, format)
+	require.Less(t, len(packed)*3, len(raw), "encoded rows compress at least 3 times")
+	got, err := unpack(nil, packed)
+	require.NoError(t, err)
+	require.Equal(t, raw, got)
+
+	format, data := eb.pack(false)
+	require.Equal(t, rows.EntryFormat, format)
+	require.Equal(t, raw, data)
+
+	noise := make([]byte, 4096)
+	for i := range noise {
+		noise[i] = byte(i*7919>>3) ^ byte(i*104729>>5)
+	}
+	eb = &entryBuf{raw: noise}
+	format, data = eb.pack(true)
+	if format == formatS2 {
+		require.Less(t, len(data), len(noise))
+	} else {
+		require.Equal(t, noise, data)
+	}
+
+	_, err = unpack(nil, append(make([]byte, 8), 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3))
+	require.ErrorIs(t, err, errCorrupt, "a claimed 4 GiB from 3 bytes is refused before allocating")
+	_, err = unpack(nil, packed[:len(packed)-5])
+	require.ErrorIs(t, err, errCorrupt)
+	// Damage that still decompresses is caught by the checksum.
+	for _, at := range []int{len(packed) / 3, len(packed) / 2, len(packed) - 40} {
+		bad := append([]byte(nil), packed...)
+		bad[at] ^= 0x01
+		_, err = unpack(nil, bad)
+		require.ErrorIs(t, err, errCorrupt, "byte %d flipped", at)
+	}
 }
