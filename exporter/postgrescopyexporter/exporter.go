@@ -40,7 +40,7 @@ type pgExporter struct {
 	// one batch per queue consumer, so memory stays bounded.
 	batches chan *rows.Batch
 	// entryBufs keeps Redis-mode entry buffers warm in the same way.
-	entryBufs chan *entryBuf
+	entryBufs chan []byte
 	layout    *rows.Layout
 }
 
@@ -59,7 +59,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 		keep = max(keep, runtime.GOMAXPROCS(0))
 	}
 	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(chan *rows.Batch, keep),
-		entryBufs: make(chan *entryBuf, keep), layout: s.c.layout}
+		entryBufs: make(chan []byte, keep), layout: s.c.layout}
 	return e, nil
 }
 
@@ -83,19 +83,19 @@ func (e *pgExporter) putBatch(b *rows.Batch) {
 	}
 }
 
-// getEntryBuf returns entry buffers, warm when a push left some.
-func (e *pgExporter) getEntryBuf() *entryBuf {
+// getEntryBuf returns an entry buffer, warm when a push left one.
+func (e *pgExporter) getEntryBuf() []byte {
 	select {
-	case eb := <-e.entryBufs:
-		return eb
+	case buf := <-e.entryBufs:
+		return buf
 	default:
-		return new(entryBuf)
+		return nil
 	}
 }
 
-func (e *pgExporter) putEntryBuf(eb *entryBuf) {
+func (e *pgExporter) putEntryBuf(buf []byte) {
 	select {
-	case e.entryBufs <- eb:
+	case e.entryBufs <- buf:
 	default:
 	}
 }
@@ -162,14 +162,14 @@ func (e *pgExporter) enqueue(ctx context.Context, signal string, items int, add 
 	b := e.getBatch()
 	defer e.putBatch(b)
 	add(b)
-	eb := e.getEntryBuf()
-	defer e.putEntryBuf(eb)
+	buf := e.getEntryBuf()
+	defer func() { e.putEntryBuf(buf) }()
 	var err error
-	if eb.raw, err = b.AppendEntry(eb.raw[:0]); err != nil {
+	buf, err = b.AppendEntry(buf[:0], e.cfg.Redis.Get().Compression == compressionS2)
+	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", signal, err))
 	}
-	format, entry := eb.pack(e.cfg.Redis.Get().Compression == compressionS2)
-	return e.shared.c.enqueue(ctx, signal, format, entry, items)
+	return e.shared.c.enqueue(ctx, signal, buf, items)
 }
 
 func (e *pgExporter) isStarted() bool {

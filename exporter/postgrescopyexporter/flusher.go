@@ -266,15 +266,13 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 
 // readable reports whether this release reads e's format.
 func readable(e coord.Entry) bool {
-	return e.Format == "" || e.Format == rows.EntryFormat || e.Format == formatS2
+	return e.Format == "" || e.Format == rows.EntryFormat
 }
 
 // keyedEntry is a stream entry with its ledger key.
 type keyedEntry struct {
 	coord.Entry
 	key string
-	raw []byte // the rows entry, decompressed; nil for legacy OTLP
-	err error  // why it cannot be read
 }
 
 // splitCommitted separates entries whose keys the ledger holds. Only entries
@@ -309,10 +307,6 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []keye
 // one transaction; entries of each other layout in one more each.
 func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) error {
 	own := f.c.layout.Descriptor()
-	if cap(f.arena) < f.arenaWant {
-		f.arena = make([]byte, 0, f.arenaWant)
-	}
-	f.arena = f.arena[:0]
 	groups := map[string]*group{}
 	var order []*group
 	seen := make(map[string]bool, len(entries))
@@ -323,10 +317,9 @@ func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) e
 			continue
 		}
 		seen[e.key] = true
-		e.raw, e.err = f.unpack(e.Entry)
 		desc := own
-		if e.raw != nil {
-			if d, err := rows.EntryDescriptor(e.raw); err == nil {
+		if e.Format == rows.EntryFormat {
+			if d, err := rows.EntryDescriptor(e.Data); err == nil {
 				desc = d
 			}
 		}
@@ -403,36 +396,8 @@ func (f *flusher) writeGroup(ctx context.Context, key string, b *rows.Batch, ent
 // add appends one entry's rows to b: rows already encoded for COPY are
 // copied as they are; a legacy OTLP payload is decoded and encoded.
 func (f *flusher) add(b *rows.Batch, e keyedEntry) error {
-	switch {
-	case e.err != nil:
-		return e.err
-	case e.raw != nil:
-		return b.AddEntry(e.raw)
+	if e.Format == rows.EntryFormat {
+		return b.AddEntry(e.Data)
 	}
 	return f.sig.decode(e.Data, b)
-}
-
-// unpack returns an entry of rows as rows.Batch.AddEntry takes it,
-// decompressed into the flusher's arena (valid until the next flush), or nil
-// for a legacy OTLP entry.
-func (f *flusher) unpack(e coord.Entry) ([]byte, error) {
-	switch e.Format {
-	case rows.EntryFormat:
-		return e.Data, nil
-	case formatS2:
-		at := len(f.arena)
-		raw, err := unpack(f.arena[at:], e.Data)
-		if err != nil {
-			return nil, err
-		}
-		if cap(f.arena)-at >= len(raw) {
-			// Decompressed in place: claim it. Otherwise raw is its own
-			// allocation, and the next flush's arena starts bigger.
-			f.arena = f.arena[:at+len(raw)]
-		} else {
-			f.arenaWant = max(f.arenaWant, 2*(at+len(raw)))
-		}
-		return raw, nil
-	}
-	return nil, nil
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
 )
 
 // Maintenance periods of the Redis side.
@@ -150,10 +151,10 @@ func (c *client) maintainRedis(ctx context.Context) {
 
 // enqueue hands one request to its signal's stream. It succeeds only once
 // Redis holds the entry; a full stream is a throttled, retryable error.
-func (c *client) enqueue(ctx context.Context, signal, format string, payload []byte, items int) error {
+func (c *client) enqueue(ctx context.Context, signal string, payload []byte, items int) error {
 	rs := c.redis
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", signal)))
-	_, err := rs.adders[signal].AddFormat(ctx, format, payload, items)
+	_, err := rs.adders[signal].AddFormat(ctx, rows.EntryFormat, payload, items)
 	if errors.Is(err, coord.ErrBackpressure) {
 		c.tel.PostgrescopyBackpressure.Add(ctx, 1, attrs)
 		return exporterhelper.NewThrottleRetry(err, backpressureDelay)

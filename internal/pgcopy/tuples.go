@@ -65,37 +65,51 @@ func AppendField(dst, v []byte) []byte {
 
 // AppendTuples appends encoded rows (tuples, as Tuples returns them) of
 // fields fields each, without re-encoding them. It checks every row's shape
-// first and appends nothing when one is malformed: tuples may come from
-// outside the process (a stream entry), and a malformed one would be sent to
+// and appends nothing when one is malformed: tuples may come from outside
+// the process (a stream entry), and a malformed one would be sent to
 // PostgreSQL as a corrupt stream.
 func (e *Encoder) AppendTuples(tuples []byte, fields int) (int, error) {
+	return e.AppendTuplesFunc(len(tuples), fields, func(dst []byte) error {
+		copy(dst, tuples)
+		return nil
+	})
+}
+
+// AppendTuplesFunc is AppendTuples for size bytes of tuples that fill writes
+// straight into the encoder's buffer (a decompressor, say), saving a copy.
+// When fill fails or the rows are malformed, nothing is appended.
+func (e *Encoder) AppendTuplesFunc(size, fields int, fill func(dst []byte) error) (int, error) {
 	e.closeRow()
-	base := len(e.buf)
-	if base == 0 {
-		base = len(header)
-	}
-	kept := len(e.offs)
-	for off := 0; off < len(tuples); {
-		size, ok := rowSize(tuples[off:], fields)
-		if !ok {
-			e.offs = e.offs[:kept]
-			return 0, fmt.Errorf("pgcopy: tuple %d is not a row of %d fields", len(e.offs)-kept, fields)
-		}
-		e.offs = append(e.offs, base+off)
-		off += size
-	}
-	n := len(e.offs) - kept
-	if n == 0 {
+	if size == 0 {
 		return 0, nil
 	}
-	if need := len(header) + len(tuples); cap(e.buf)-len(e.buf) < need {
+	if need := len(header) + size; cap(e.buf)-len(e.buf) < need {
 		// Double, as BeginRow does: a batch grows by whole entries.
 		e.buf = slices.Grow(e.buf, max(need, cap(e.buf)))
 	}
+	keptBuf, keptOffs := len(e.buf), len(e.offs)
 	if len(e.buf) == 0 {
 		e.buf = append(e.buf, header...)
 	}
-	e.buf = append(e.buf, tuples...)
+	base := len(e.buf)
+	e.buf = e.buf[:base+size]
+	tuples := e.buf[base:]
+	fail := func(err error) (int, error) {
+		e.buf, e.offs = e.buf[:keptBuf], e.offs[:keptOffs]
+		return 0, err
+	}
+	if err := fill(tuples); err != nil {
+		return fail(err)
+	}
+	for off := 0; off < len(tuples); {
+		n, ok := rowSize(tuples[off:], fields)
+		if !ok {
+			return fail(fmt.Errorf("pgcopy: tuple %d is not a row of %d fields", len(e.offs)-keptOffs, fields))
+		}
+		e.offs = append(e.offs, base+off)
+		off += n
+	}
+	n := len(e.offs) - keptOffs
 	e.rows += n
 	return n, nil
 }

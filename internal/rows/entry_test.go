@@ -3,7 +3,7 @@ package rows_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,35 +30,36 @@ func TestEntryRoundTrip(t *testing.T) {
 	genai, err := rows.NewLayout(rows.GenAI())
 	require.NoError(t, err)
 	for name, l := range map[string]*rows.Layout{"default": rows.DefaultLayout(), "genai": genai} {
-		t.Run(name, func(t *testing.T) {
-			src := fixtureBatch(t, l)
-			entry, err := src.AppendEntry(nil)
-			require.NoError(t, err)
-			require.LessOrEqual(t, len(entry), src.EntryLen())
-			desc, err := rows.EntryDescriptor(entry)
-			require.NoError(t, err)
-			require.Equal(t, l.Descriptor(), desc)
-
-			dst := new(rows.Batch)
-			dst.SetLayout(l)
-			require.NoError(t, dst.AddEntry(entry))
-			for i := range rows.Tables {
-				want, err := src.Data(i)
+		for _, compress := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/compress=%v", name, compress), func(t *testing.T) {
+				src := fixtureBatch(t, l)
+				entry, err := src.AppendEntry(nil, compress)
 				require.NoError(t, err)
-				got, err := dst.Data(i)
+				desc, err := rows.EntryDescriptor(entry)
 				require.NoError(t, err)
-				require.True(t, bytes.Equal(want, got), "table %s differs", rows.Tables[i].Name)
-			}
+				require.Equal(t, l.Descriptor(), desc)
 
-			// A second entry appends: every row twice, each addressable.
-			require.NoError(t, dst.AddEntry(entry))
-			for i := range rows.Tables {
-				n := src.Rows(i)
-				require.Equal(t, 2*n, dst.Rows(i))
-				require.Equal(t, src.Tuples(i, 0, n), dst.Tuples(i, n, 2*n))
-				require.Equal(t, src.Tuples(i, n-1, n), dst.Tuples(i, 2*n-1, 2*n))
-			}
-		})
+				dst := new(rows.Batch)
+				dst.SetLayout(l)
+				require.NoError(t, dst.AddEntry(entry))
+				for i := range rows.Tables {
+					want, err := src.Data(i)
+					require.NoError(t, err)
+					got, err := dst.Data(i)
+					require.NoError(t, err)
+					require.True(t, bytes.Equal(want, got), "table %s differs", rows.Tables[i].Name)
+				}
+
+				// A second entry appends: every row twice, each addressable.
+				require.NoError(t, dst.AddEntry(entry))
+				for i := range rows.Tables {
+					n := src.Rows(i)
+					require.Equal(t, 2*n, dst.Rows(i))
+					require.Equal(t, src.Tuples(i, 0, n), dst.Tuples(i, n, 2*n))
+					require.Equal(t, src.Tuples(i, n-1, n), dst.Tuples(i, 2*n-1, 2*n))
+				}
+			})
+		}
 	}
 }
 
@@ -67,7 +68,7 @@ func TestEntryRoundTrip(t *testing.T) {
 func TestEntryOtherLayout(t *testing.T) {
 	genai, err := rows.NewLayout(rows.GenAI())
 	require.NoError(t, err)
-	entry, err := fixtureBatch(t, genai).AppendEntry(nil)
+	entry, err := fixtureBatch(t, genai).AppendEntry(nil, true)
 	require.NoError(t, err)
 
 	own := new(rows.Batch)
@@ -93,47 +94,72 @@ func TestEntryOtherLayout(t *testing.T) {
 	require.Contains(t, string(js), `"gen_ai_request_model":`)
 }
 
-// Every cut or corrupted entry is refused whole: the batch keeps exactly the
-// rows it had.
+// Every cut or corrupted entry is refused whole, raw or compressed: the
+// batch keeps exactly the rows it had.
 func TestEntryMalformed(t *testing.T) {
-	entry, err := fixtureBatch(t, rows.DefaultLayout()).AppendEntry(nil)
-	require.NoError(t, err)
-	b := new(rows.Batch)
-	require.NoError(t, b.AddEntry(entry))
-	before := b.TotalRows()
-	want := make([][]byte, len(rows.Tables))
-	for i := range rows.Tables {
-		d, _ := b.Data(i)
-		want[i] = append([]byte(nil), d...)
+	for _, compress := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
+			entry, err := fixtureBatch(t, rows.DefaultLayout()).AppendEntry(nil, compress)
+			require.NoError(t, err)
+			b := new(rows.Batch)
+			require.NoError(t, b.AddEntry(entry))
+			before := b.TotalRows()
+			want := make([][]byte, len(rows.Tables))
+			for i := range rows.Tables {
+				d, _ := b.Data(i)
+				want[i] = append([]byte(nil), d...)
+			}
+			check := func(bad []byte, what string) {
+				t.Helper()
+				require.ErrorIs(t, b.AddEntry(bad), rows.ErrEntry, what)
+				require.Equal(t, before, b.TotalRows(), what)
+				for i := range rows.Tables {
+					d, _ := b.Data(i)
+					require.Equal(t, want[i], d, what)
+				}
+			}
+			for n := 0; n < len(entry); n += 1 + n/7 {
+				check(entry[:n], fmt.Sprintf("cut at %d", n))
+			}
+			desc, _ := rows.EntryDescriptor(entry)
+			at := len(desc) + 2 // the first table's record: index, codec, rows...
+			// A row count that disagrees with the tuples.
+			bad := append([]byte(nil), entry...)
+			bad[at+2]++
+			check(bad, "row count")
+			// An unknown codec.
+			bad = append([]byte(nil), entry...)
+			bad[at+1] = 9
+			check(bad, "codec")
+			// A flipped byte in the first table's data: its field count when
+			// raw (a flip inside a raw value is a different value, not a
+			// malformed row); the checksum or the block when compressed.
+			_, n1 := binary.Uvarint(entry[at+2:])
+			_, n2 := binary.Uvarint(entry[at+2+n1:])
+			data := at + 2 + n1 + n2
+			offs := []int{1}
+			if compress {
+				offs = []int{1, 2, 9, 12, 20, 40}
+			}
+			for _, off := range offs {
+				bad = append([]byte(nil), entry...)
+				bad[data+off] ^= 0x80
+				check(bad, fmt.Sprintf("flip at %d", off))
+			}
+			// Trailing bytes after the last table.
+			check(append(append([]byte(nil), entry...), 0), "trailing byte")
+		})
 	}
-	check := func(bad []byte) {
-		t.Helper()
-		require.True(t, errors.Is(b.AddEntry(bad), rows.ErrEntry))
-		require.Equal(t, before, b.TotalRows())
-		for i := range rows.Tables {
-			d, _ := b.Data(i)
-			require.Equal(t, want[i], d)
-		}
-	}
-	for n := 0; n < len(entry); n += 1 + n/7 {
-		check(entry[:n])
-	}
-	// A row count that disagrees with the tuples.
-	desc, _ := rows.EntryDescriptor(entry)
-	at := len(entry) - len(entry[len(desc)+2:])
-	bad := append([]byte(nil), entry...)
-	bad[at+1]++
-	check(bad)
-	// A first row whose field count is not its table's.
-	bad = append([]byte(nil), entry...)
-	_, n1 := binary.Uvarint(bad[at+1:])
-	_, n2 := binary.Uvarint(bad[at+1+n1:])
-	bad[at+1+n1+n2+1]++
-	check(bad)
-	// Trailing bytes after the last table.
-	bad = append(append([]byte(nil), entry...), 0)
-	check(bad)
-
-	_, err = rows.ParseLayout([]byte("nonsense"))
+	_, err := rows.ParseLayout([]byte("nonsense"))
 	require.ErrorIs(t, err, rows.ErrEntry)
+}
+
+// Compression shrinks the fixture's tables at least twice.
+func TestEntryCompresses(t *testing.T) {
+	b := fixtureBatch(t, rows.DefaultLayout())
+	raw, err := b.AppendEntry(nil, false)
+	require.NoError(t, err)
+	packed, err := b.AppendEntry(nil, true)
+	require.NoError(t, err)
+	require.Less(t, len(packed)*2, len(raw), "encoded rows compress at least twice")
 }
