@@ -53,6 +53,8 @@ type client struct {
 	others   map[string]*otherLayout
 
 	maintainWarned atomic.Bool
+	writing        atomic.Int32 // batch writes in flight
+
 }
 
 func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {
@@ -368,6 +370,8 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 		return c.errNotReady()
 	}
 	begin := time.Now()
+	c.writing.Add(1)
+	defer c.writing.Add(-1)
 	var res []pgwrite.TableResult
 	var err error
 	w := c.writer

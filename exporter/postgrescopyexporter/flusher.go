@@ -57,6 +57,10 @@ const entriesPerRead = 16
 // max_wait/quietFraction after the last read.
 const quietFraction = 10
 
+// idleWrites: a worker with entries flushes at once while fewer writes than
+// this are in flight on its replica.
+const idleWrites = 2
+
 // flusher is one flush worker of one signal: it owns a consumer name in the
 // group, reads and claims entries, writes them in one transaction with their
 // ledger rows, then acknowledges and deletes them.
@@ -75,6 +79,7 @@ type flusher struct {
 	arena       []byte
 	arenaWant   int
 	ownPending  bool // a flush failed: re-read this consumer's pending entries first
+	perEntry    int  // items per entry in the last reads, to size the next
 	lastClaim   time.Time
 	lastProblem string
 }
@@ -179,14 +184,16 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 			break
 		}
 		count := int64(entriesPerRead)
+		if f.perEntry > 0 {
+			// Read about what max_rows still has room for, at the items per
+			// entry seen last, rather than overshooting it by a full read.
+			count = min(count, max(1, int64((f.rc.MaxRows-items)/f.perEntry)))
+		}
 		if len(entries) > 0 {
 			// The stream went quiet: the producers are slower than this
 			// worker, so waiting longer only adds latency (under load,
 			// entries keep coming and the batch fills to max_rows).
 			wait = min(wait, quiet)
-			// Read about what max_rows still has room for, at the items per
-			// entry seen so far, rather than overshooting it by a full read.
-			count = min(count, max(1, int64((f.rc.MaxRows-items)*len(entries)/max(items, 1))))
 		}
 		got, err := f.stream.ReadNew(ctx, count, wait)
 		if err != nil {
@@ -209,6 +216,13 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 			size += len(e.Data)
 		}
 		entries = append(entries, got...)
+		f.perEntry = max(1, items/len(entries))
+		if f.c.writing.Load() < idleWrites {
+			// PostgreSQL is (nearly) idle for this replica: waiting for a
+			// fuller batch would only leave it so. Under load, writes are in
+			// flight and batches fill while they run.
+			break
+		}
 	}
 	return entries, nil
 }
