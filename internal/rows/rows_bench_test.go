@@ -277,3 +277,65 @@ func BenchmarkAddMetrics(b *testing.B) {
 	md := benchMetrics()
 	benchAdd(b, func(batch *rows.Batch) { batch.AddMetrics(md) })
 }
+
+// BenchmarkRedisPath is the CPU a request costs on its way through Redis,
+// per span, both ways the exporter has carried it: "otlp" is what it did
+// before entries carried rows (marshal the request to OTLP protobuf on
+// Consume, unmarshal it in the flush worker and encode its rows there);
+// "rows" and "rows+s2" encode on Consume, write the entry (compressed with
+// S2 or not) and append it to the worker's batch. Redis's own cost, and the
+// kernel's for each byte sent, come on top: the entry's size is reported.
+func BenchmarkRedisPath(b *testing.B) {
+	td := benchTraces()
+	run := func(b *testing.B, one func(enc, flush *rows.Batch, buf []byte) (int, []byte)) {
+		var enc, flush rows.Batch
+		var buf []byte
+		size := 0
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			enc.Reset()
+			flush.Reset()
+			size, buf = one(&enc, &flush, buf)
+		}
+		b.StopTimer()
+		if flush.TotalRows() != itemsPerOp {
+			b.Fatalf("%d rows reached the batch, want %d", flush.TotalRows(), itemsPerOp)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*itemsPerOp), "ns/item")
+		b.ReportMetric(float64(size)/itemsPerOp, "entry-B/item")
+	}
+	b.Run("otlp", func(b *testing.B) {
+		run(b, func(_, flush *rows.Batch, buf []byte) (int, []byte) {
+			payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(payload)
+			if err != nil {
+				b.Fatal(err)
+			}
+			flush.AddTraces(got)
+			return len(payload), buf
+		})
+	})
+	for _, compress := range []bool{false, true} {
+		name := "rows"
+		if compress {
+			name = "rows+s2"
+		}
+		b.Run(name, func(b *testing.B) {
+			run(b, func(enc, flush *rows.Batch, buf []byte) (int, []byte) {
+				enc.AddTraces(td)
+				entry, err := enc.AppendEntry(buf[:0], compress)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := flush.AddEntry(entry); err != nil {
+					b.Fatal(err)
+				}
+				return len(entry), entry
+			})
+		})
+	}
+}
