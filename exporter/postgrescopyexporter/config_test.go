@@ -143,6 +143,7 @@ func TestLoadConfig(t *testing.T) {
 				rc.MaxWait = time.Second
 				rc.ClaimAfter = 30 * time.Second
 				rc.MaxPendingBytes = 1 << 30
+				rc.Compression = compressionNone
 				c.Redis = configoptional.Some(rc)
 				return c
 			}(),
@@ -175,6 +176,7 @@ func TestInvalidConfigs(t *testing.T) {
 		"redis_bad_endpoint":     `"redis::endpoint" must be host:port`,
 		"redis_bad_workers":      `"redis::workers" must be in 1..64`,
 		"redis_bad_prefix":       `"redis::key_prefix"`,
+		"redis_bad_compression":  `"redis::compression" must be "s2" or "none", got "zstd"`,
 		"redis_short_ledger":     `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
 		"short_ledger":           `"ledger_retention" must be at least 1m`,
 		"redis_early_ack":        `set "sending_queue::enabled: false"`,
