@@ -81,7 +81,7 @@ fuzz:
 # defaults; results go to bench/results/. Bigger machines reach the article's
 # scale with e.g. make bench SCALE=100,500,1000 USERS=500; PARTS picks parts,
 # BENCH_FLAGS passes any other flag of cmd/bench (-runs, -strategies...).
-SCALE ?= 10,50
+SCALE ?= 10,50,100
 USERS ?= 10
 PARTS ?= ceiling,strategies,mixed,indexes
 BENCH_FLAGS ?=

@@ -141,7 +141,7 @@ func run() int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
 	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes")
-	fs.StringVar(&scaleFlag, "scale", "10,50", "user counts for the ceiling and the write strategies")
+	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
 	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
 	fs.Uint64Var(&b.seed, "seed", 1, "loadgen seed: the same seed writes the same rows")
