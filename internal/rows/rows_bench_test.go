@@ -305,7 +305,7 @@ func BenchmarkRedisPath(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*itemsPerOp), "ns/item")
 		b.ReportMetric(float64(size)/itemsPerOp, "entry-B/item")
 	}
-	b.Run("otlp", func(b *testing.B) {
+	b.Run("path=otlp", func(b *testing.B) {
 		run(b, func(_, flush *rows.Batch, buf []byte) (int, []byte) {
 			payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
 			if err != nil {
@@ -320,9 +320,9 @@ func BenchmarkRedisPath(b *testing.B) {
 		})
 	})
 	for _, compress := range []bool{false, true} {
-		name := "rows"
+		name := "path=rows"
 		if compress {
-			name = "rows+s2"
+			name = "path=rows+s2"
 		}
 		b.Run(name, func(b *testing.B) {
 			run(b, func(enc, flush *rows.Batch, buf []byte) (int, []byte) {
