@@ -213,7 +213,7 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 		}
 		for _, e := range got {
 			items += e.Items
-			size += len(e.Data)
+			size += entryBytes(e)
 		}
 		entries = append(entries, got...)
 		f.perEntry = max(1, items/len(entries))
@@ -276,6 +276,17 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 		}
 		return nil
 	}
+}
+
+// entryBytes is what an entry takes in a batch: its rows decompressed
+// (max_bytes bounds the batch's memory, not the bytes Redis holds).
+func entryBytes(e coord.Entry) int {
+	if e.Format == rows.EntryFormat {
+		if n, err := rows.EntrySize(e.Data); err == nil {
+			return n
+		}
+	}
+	return len(e.Data)
 }
 
 // readable reports whether this release reads e's format.

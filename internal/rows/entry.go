@@ -178,6 +178,47 @@ func EntryDescriptor(data []byte) ([]byte, error) {
 	return r[:n], nil
 }
 
+// EntrySize returns the bytes an entry's rows take once added to a batch
+// (decompressed), read from its table headers without decompressing.
+func EntrySize(data []byte) (int, error) {
+	desc, err := EntryDescriptor(data)
+	if err != nil {
+		return 0, err
+	}
+	r := data[uvarintLen(uint64(len(desc)))+len(desc):]
+	total := 0
+	for len(r) > 0 {
+		if len(r) < 2 {
+			return 0, ErrEntry
+		}
+		codec := r[1]
+		r = r[2:]
+		_, ok1 := readUvarint(&r)
+		size, ok2 := readUvarint(&r)
+		if !ok1 || !ok2 {
+			return 0, ErrEntry
+		}
+		stored := size
+		if codec == codecS2 {
+			clen, ok := readUvarint(&r)
+			if !ok {
+				return 0, ErrEntry
+			}
+			stored = clen + 8
+		}
+		if stored > uint64(len(r)) || size > uint64(maxEntrySize) {
+			return 0, ErrEntry
+		}
+		r = r[stored:]
+		total += int(size)
+	}
+	return total, nil
+}
+
+// maxEntrySize is far beyond any real entry (a request's rows), and keeps
+// EntrySize's sum from overflowing.
+const maxEntrySize = 1 << 40
+
 // AddEntry appends an entry's rows to the batch, which must be of the
 // entry's layout (EntryDescriptor equal to Layout().Descriptor()); compressed
 // tables are decompressed straight into the batch. Nothing is added when the

@@ -121,6 +121,8 @@ func TestEntryMalformed(t *testing.T) {
 			for n := 0; n < len(entry); n += 1 + n/7 {
 				check(entry[:n], fmt.Sprintf("cut at %d", n))
 			}
+			_, err = rows.EntrySize(entry[:len(entry)-1])
+			require.ErrorIs(t, err, rows.ErrEntry)
 			desc, _ := rows.EntryDescriptor(entry)
 			at := len(desc) + 2 // the first table's record: index, codec, rows...
 			// A row count that disagrees with the tuples.
