@@ -217,15 +217,22 @@ SELECT now() - interval '1 year', 0, now(), 1, 0, 'old', 'Server', 'Error', '{}'
 ANALYZE S.spans;`))
 	require.NoError(t, err)
 
+	// The partition holding most rows: today's only after midnight has
+	// passed long enough ago (just after it, today's partition holds a few
+	// rows and a seq scan of them is rightly cheaper than an index).
+	var busiest string
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT c.relname FROM S.spans s JOIN pg_class c ON c.oid = s.tableoid
+GROUP BY 1 ORDER BY count(*) DESC LIMIT 1`)).Scan(&busiest))
+	require.True(t, strings.HasPrefix(busiest, "spans_p"), busiest)
+
 	recentErrors := explain(t, pool, q(name, `SELECT * FROM S.spans WHERE status_code = 'Error' ORDER BY start_time DESC LIMIT 50`))
 	// Partitions name their copy of an index after its columns: the errors
 	// index is the only one on start_time alone.
-	today := "spans_p" + time.Now().UTC().Format("20060102") + "_0000"
-	assert.Contains(t, recentErrors, "Index Scan using "+today+"_start_time_idx", recentErrors)
+	assert.Regexp(t, `Index Scan (Backward )?using `+busiest+`_start_time_idx`, recentErrors, recentErrors)
 
 	trace := explain(t, pool, q(name, `SELECT * FROM S.spans WHERE trace_id = md5('1234')::uuid`))
-	assert.Contains(t, trace, "Index Scan using "+today+"_trace_id_span_id_idx", trace)
-	assert.NotContains(t, trace, "Seq Scan on "+today, trace)
+	assert.Contains(t, trace, "Index Scan using "+busiest+"_trace_id_span_id_idx", trace)
+	assert.NotContains(t, trace, "Seq Scan on "+busiest, trace)
 
 	// A recent window, as queries/ write it: bounded on both sides, so
 	// partitions outside it (the default one included) are pruned.
