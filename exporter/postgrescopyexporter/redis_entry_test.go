@@ -1,6 +1,7 @@
 package postgrescopyexporter
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -97,4 +98,44 @@ func TestRedisEntryFormats(t *testing.T) {
 	pending, err := rdb.XPending(ctx, keys.Stream, keys.Group).Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, pending.Count, "the newer format's entry stays pending, not acknowledged")
+}
+
+// A row PostgreSQL refuses inside an entry (here: span_attributes that are
+// not JSON, in a well-shaped tuple) goes to the rejects table with its
+// columns, and the entry's other rows are written: isolation works on rows
+// that came through Redis as on rows encoded in place.
+func TestRedisEntryRefusedRowGoesToRejects(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	own, err := cfg.layout()
+	require.NoError(t, err)
+	entry := copyEntry(t, own, modelTraces(9, 3), false)
+	// Break the second span's attributes: `"payload":` → `"payload"!`.
+	key := []byte(`"payload":`)
+	first := bytes.Index(entry, key)
+	require.Positive(t, first)
+	second := bytes.Index(entry[first+1:], key)
+	require.Positive(t, second)
+	entry[first+1+second+len(key)-1] = '!'
+
+	keys := coord.KeysFor(prefix, "traces")
+	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
+	require.NoError(t, s.EnsureGroup(ctx))
+	_, err = s.AddFormat(ctx, rows.EntryFormat, entry, 3)
+	require.NoError(t, err)
+
+	_, tel := startTraces(t, withRedis(cfg, prefix, "refused"))
+	pool := pgtest.Pool(t)
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
+	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
+	total, _ := countSpans(t, q, schemaName)
+	assert.EqualValues(t, 2, total, "the entry's other rows are written")
+	var n int
+	var code, spanID string
+	require.NoError(t, q(ctx, `SELECT count(*), min(sqlstate), min(row_json->>'span_id') FROM "`+schemaName+`".rejects WHERE table_name = 'spans'`, &n, &code, &spanID))
+	assert.Equal(t, 1, n)
+	assert.Equal(t, "22P02", code, "invalid_text_representation")
+	assert.NotEmpty(t, spanID, "the refused row is rendered with its columns")
+	assert.EqualValues(t, 1, counterSum(t, tel, "otelcol_postgrescopy_rejected_rows"))
 }
