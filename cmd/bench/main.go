@@ -76,6 +76,7 @@ func strategies() []strategy {
 		{key: "insert-1", app: &appStrategy{name: "INSERT 1 row x 50 conns", conns: 50, batch: 1}},
 		{key: "insert-500", app: &appStrategy{name: "INSERT 500 rows x 20 conns", conns: 20, batch: 500}},
 		{key: "copy-5000", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns", conns: 4, batch: 5000, copy: true}},
+		{key: "copy-5000-maps", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns, attributes as maps", conns: 4, batch: 5000, copy: true, maps: true}},
 		// 20 client connections share -pgbouncer-pool server connections.
 		{key: "pgbouncer", app: &appStrategy{name: "INSERT 500 x 20 via pgbouncer", conns: 20, batch: 500, viaPgbouncer: true}},
 		{key: "postgrescopy", name: "postgrescopy direct"},
@@ -145,7 +146,7 @@ func run() int {
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
 	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
 	fs.Uint64Var(&b.seed, "seed", 1, "loadgen seed: the same seed writes the same rows")
-	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,pgbouncer,postgrescopy,postgrescopy-redis", "write strategies to run")
+	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,copy-5000-maps,pgbouncer,postgrescopy,postgrescopy-redis", "write strategies to run")
 	fs.DurationVar(&insertBudget, "insert-budget", 90*time.Second, "skip a larger scale of one-row INSERT when the previous scale's rate says it would take longer")
 	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
 	fs.BoolVar(&b.replica, "replica", true, "mixed part: run it on the bench's own primary (initdb) and also send the readers to a streaming replica of it (pg_basebackup); reported unavailable when that cannot be set up")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -48,6 +49,9 @@ ORDER BY c.i`, schema.Qualified(schemaName, t.Name), t.Columns)
 type decoder struct {
 	types *pgtype.Map
 	oids  [numTables][]uint32
+	// maps decodes jsonb into Go values (maps, slices, json.Number) instead
+	// of handing pgx the JSON text.
+	maps bool
 }
 
 func newDecoder(ctx context.Context, conn *pgx.Conn, schemaName string) (*decoder, error) {
@@ -104,7 +108,22 @@ func (d *decoder) value(oid uint32, f []byte) (any, error) {
 		return pgtype.UUID{Bytes: [16]byte(f), Valid: true}, nil
 	case pgtype.JSONBOID:
 		// Binary jsonb is a version byte (1) and the JSON text; pgx sends a
-		// json.RawMessage as it is.
+		// json.RawMessage as it is, and marshals any other value.
+		if d.maps {
+			var v any
+			dec := json.NewDecoder(bytes.NewReader(f[1:]))
+			dec.UseNumber() // keep 1.0, big integers and NaN strings as written
+			if err := dec.Decode(&v); err != nil {
+				return nil, err
+			}
+			switch v.(type) {
+			case map[string]any, []any:
+				return v, nil
+			}
+			// A scalar (a log body string, say): pgx would take a Go string
+			// for JSON text, and nil for SQL NULL; send it as written.
+			return json.RawMessage(append([]byte(nil), f[1:]...)), nil
+		}
 		return json.RawMessage(append([]byte(nil), f[1:]...)), nil
 	case pgtype.Int8ArrayOID:
 		var v []int64
