@@ -34,10 +34,10 @@ build: $(COLLECTOR)
 services:
 	@scripts/services.sh
 
-run: build services
+run: build services $(TELEMETRYGEN)
 	@echo
-	@echo "otelcol-postgrescopy: OTLP gRPC on 127.0.0.1:4317, HTTP on 127.0.0.1:4318, writing to schema otel."
-	@echo "  send:  $(TELEMETRYGEN) traces --otlp-insecure --otlp-endpoint 127.0.0.1:4317 --traces 100"
+	@echo "otelcol-postgrescopy: OTLP gRPC on 127.0.0.1:4317, HTTP on 127.0.0.1:4318, batches through Redis 127.0.0.1:6379, writing to schema otel."
+	@echo "  send:  $(TELEMETRYGEN) traces --otlp-insecure --otlp-endpoint 127.0.0.1:4317 --traces 100 --rate 100"
 	@echo "  query: psql -h 127.0.0.1 -U postgres -c 'SELECT service_name, span_name, duration_ns FROM otel.spans ORDER BY start_time DESC LIMIT 10'"
 	@echo
 	$(COLLECTOR) --config config.yaml
