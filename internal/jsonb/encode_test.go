@@ -2,6 +2,7 @@ package jsonb
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -316,4 +317,49 @@ func FuzzAppendValue(f *testing.F) {
 			t.Fatalf("int %d encoded as %s", i, got)
 		}
 	})
+}
+
+// BenchmarkAppendString is the hot loop of every row: attribute keys and
+// values as real spans carry them (URLs, SQL, user agents), all plain ASCII.
+func BenchmarkAppendString(b *testing.B) {
+	strs := []string{"http.request.method", "POST", "url.full",
+		"https://shop.example.com/api/v2/carts/1042/checkout?currency=EUR&locale=de-DE&promo=WINTER2025&ref=a1b2c3a1b2c3",
+		"user_agent.original", "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36",
+		"db.query.text", "SELECT c.id, c.customer_id, c.currency, c.created_at FROM carts c JOIN cart_items i ON i.cart_id = c.id WHERE c.id = $1 AND c.status = 'open'"}
+	n := 0
+	for _, s := range strs {
+		n += len(s)
+	}
+	b.SetBytes(int64(n))
+	var dst []byte
+	for range b.N {
+		dst = dst[:0]
+		for _, s := range strs {
+			dst = AppendString(dst, s)
+		}
+	}
+}
+
+// plain8 agrees with the byte-by-byte rule for every byte value at every
+// position of a word, and for words of mixed bytes.
+func TestPlain8(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(c)
+			if got := plain8(binary.LittleEndian.Uint64(w)); got != plain(byte(c)) {
+				t.Fatalf("byte %#x at %d: plain8 = %v", c, pos, got)
+			}
+		}
+	}
+	for _, w := range []string{"        ", "~~~~~~~~", "\x1f\x20\x21!!!!!", "!!!!!!\x7f\x80", "\"\"\"\"\"\"\"\"", "\x00\x00\x00\x00\x00\x00\x00\x00"} {
+		want := true
+		for i := range 8 {
+			want = want && plain(w[i])
+		}
+		if got := plain8(binary.LittleEndian.Uint64([]byte(w))); got != want {
+			t.Fatalf("%q: plain8 = %v, want %v", w, got, want)
+		}
+	}
 }
