@@ -27,31 +27,42 @@ func NewReader(tuples ...[]byte) io.Reader {
 // non-nil for an empty value) and reports whether row is exactly one
 // well-formed row.
 func SplitRow(fields [][]byte, row []byte) ([][]byte, bool) {
-	if len(row) < 2 {
-		return fields, false
+	_, size, ok := scanRow(row, func(f []byte) { fields = append(fields, f) })
+	return fields, ok && size == len(row)
+}
+
+// scanRow walks the row that starts b, passing each value to field when it
+// is not nil (nil for NULL), and returns the row's field count and length.
+func scanRow(b []byte, field func([]byte)) (n, size int, ok bool) {
+	if len(b) < 2 {
+		return 0, 0, false
 	}
-	n := int(int16(binary.BigEndian.Uint16(row)))
-	row = row[2:]
+	n = int(int16(binary.BigEndian.Uint16(b)))
 	if n < 0 {
-		return fields, false
+		return 0, 0, false
 	}
+	off := 2
 	for range n {
-		if len(row) < 4 {
-			return fields, false
+		if len(b)-off < 4 {
+			return 0, 0, false
 		}
-		l := int(int32(binary.BigEndian.Uint32(row)))
-		row = row[4:]
+		l := int(int32(binary.BigEndian.Uint32(b[off:])))
+		off += 4
 		if l == -1 {
-			fields = append(fields, nil)
+			if field != nil {
+				field(nil)
+			}
 			continue
 		}
-		if l < 0 || l > len(row) {
-			return fields, false
+		if l < 0 || l > len(b)-off {
+			return 0, 0, false
 		}
-		fields = append(fields, row[:l:l])
-		row = row[l:]
+		if field != nil {
+			field(b[off : off+l : off+l])
+		}
+		off += l
 	}
-	return fields, len(row) == 0
+	return n, off, true
 }
 
 // AppendField appends one field (nil for NULL) in the row layout.
@@ -117,24 +128,10 @@ func (e *Encoder) AppendTuplesFunc(size, fields int, fill func(dst []byte) error
 // rowSize returns the length of the row of fields fields that starts b.
 func rowSize(b []byte, fields int) (int, bool) {
 	if len(b) < 2 || int(int16(binary.BigEndian.Uint16(b))) != fields {
-		return 0, false
+		return 0, false // checked first: a wrong count need not be walked
 	}
-	off := 2
-	for range fields {
-		if len(b)-off < 4 {
-			return 0, false
-		}
-		l := int(int32(binary.BigEndian.Uint32(b[off:])))
-		off += 4
-		if l == -1 {
-			continue
-		}
-		if l < 0 || l > len(b)-off {
-			return 0, false
-		}
-		off += l
-	}
-	return off, true
+	_, size, ok := scanRow(b, nil)
+	return size, ok
 }
 
 // Truncate drops every row from the n-th on.

@@ -170,47 +170,79 @@ func (b *Batch) AppendEntry(dst []byte, compress bool) ([]byte, error) {
 // EntryDescriptor returns the layout descriptor an entry's rows follow,
 // without copying it.
 func EntryDescriptor(data []byte) ([]byte, error) {
+	desc, _, err := splitEntry(data)
+	return desc, err
+}
+
+// splitEntry returns an entry's descriptor and its table records.
+func splitEntry(data []byte) (desc, tables []byte, err error) {
 	r := data
 	n, ok := readUvarint(&r)
 	if !ok || n > uint64(len(r)) {
-		return nil, ErrEntry
+		return nil, nil, ErrEntry
 	}
-	return r[:n], nil
+	return r[:n], r[n:], nil
+}
+
+// tableRecord is one table of an entry.
+type tableRecord struct {
+	table int
+	codec byte
+	rows  uint64
+	size  uint64 // the tuples' length, decompressed
+	sum   uint64 // codecS2: xxhash64 of the tuples
+	data  []byte // the tuples (codecRaw) or the S2 block
+}
+
+// readTable reads the table record at the start of *r and advances *r.
+func readTable(r *[]byte) (tableRecord, error) {
+	var t tableRecord
+	if len(*r) < 2 {
+		return t, errors.New("cut table header")
+	}
+	t.table, t.codec = int((*r)[0]), (*r)[1]
+	*r = (*r)[2:]
+	var ok1, ok2 bool
+	t.rows, ok1 = readUvarint(r)
+	t.size, ok2 = readUvarint(r)
+	if !ok1 || !ok2 || t.table >= numTables || t.size > maxEntrySize {
+		return t, errors.New("bad table header")
+	}
+	stored := t.size
+	switch t.codec {
+	case codecRaw:
+	case codecS2:
+		clen, ok := readUvarint(r)
+		if !ok || len(*r) < 8 || clen > uint64(len(*r)-8) || t.size > clen*maxRatio+64 {
+			return t, errors.New("bad compressed table header")
+		}
+		t.sum = binary.BigEndian.Uint64(*r)
+		*r = (*r)[8:]
+		stored = clen
+	default:
+		return t, fmt.Errorf("unknown codec %d", t.codec)
+	}
+	if stored > uint64(len(*r)) {
+		return t, errors.New("cut table")
+	}
+	t.data, *r = (*r)[:stored], (*r)[stored:]
+	return t, nil
 }
 
 // EntrySize returns the bytes an entry's rows take once added to a batch
 // (decompressed), read from its table headers without decompressing.
 func EntrySize(data []byte) (int, error) {
-	desc, err := EntryDescriptor(data)
+	_, r, err := splitEntry(data)
 	if err != nil {
 		return 0, err
 	}
-	r := data[uvarintLen(uint64(len(desc)))+len(desc):]
 	total := 0
 	for len(r) > 0 {
-		if len(r) < 2 {
-			return 0, ErrEntry
+		t, err := readTable(&r)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %v", ErrEntry, err)
 		}
-		codec := r[1]
-		r = r[2:]
-		_, ok1 := readUvarint(&r)
-		size, ok2 := readUvarint(&r)
-		if !ok1 || !ok2 {
-			return 0, ErrEntry
-		}
-		stored := size
-		if codec == codecS2 {
-			clen, ok := readUvarint(&r)
-			if !ok {
-				return 0, ErrEntry
-			}
-			stored = clen + 8
-		}
-		if stored > uint64(len(r)) || size > uint64(maxEntrySize) {
-			return 0, ErrEntry
-		}
-		r = r[stored:]
-		total += int(size)
+		total += int(t.size)
 	}
 	return total, nil
 }
@@ -224,86 +256,62 @@ const maxEntrySize = 1 << 40
 // tables are decompressed straight into the batch. Nothing is added when the
 // entry is malformed.
 func (b *Batch) AddEntry(data []byte) error {
-	desc, err := EntryDescriptor(data)
+	desc, r, err := splitEntry(data)
 	if err != nil {
 		return err
 	}
-	l := b.layout()
-	if string(desc) != string(l.Descriptor()) {
+	if string(desc) != string(b.layout().Descriptor()) {
 		return fmt.Errorf("%w: its columns differ from the batch's", ErrEntry)
 	}
-	r := data[uvarintLen(uint64(len(desc)))+len(desc):]
 	var added [numTables]int
-	undo := func() {
-		for i, n := range added {
-			b.enc[i].Truncate(b.enc[i].Rows() - n)
-		}
-	}
 	for len(r) > 0 {
-		if err := b.addTable(&r, &added); err != nil {
-			undo()
+		t, err := readTable(&r)
+		if err == nil {
+			err = b.addTable(t, &added)
+		}
+		if err != nil {
+			for i, n := range added {
+				b.enc[i].Truncate(b.enc[i].Rows() - n)
+			}
 			return fmt.Errorf("%w: %v", ErrEntry, err)
 		}
 	}
 	return nil
 }
 
-// addTable appends the table record at the start of *r and advances *r.
-func (b *Batch) addTable(r *[]byte, added *[numTables]int) error {
-	if len(*r) < 2 {
-		return errors.New("cut table header")
+// addTable appends one table record's rows.
+func (b *Batch) addTable(t tableRecord, added *[numTables]int) error {
+	if added[t.table] != 0 {
+		return errors.New("a table twice")
 	}
-	i, codec := int((*r)[0]), (*r)[1]
-	*r = (*r)[2:]
-	rowsN, ok1 := readUvarint(r)
-	size, ok2 := readUvarint(r)
-	if !ok1 || !ok2 || i >= numTables || added[i] != 0 {
-		return errors.New("bad table header")
-	}
-	fields := len(b.layout().tables[i].Columns)
+	name := b.layout().tables[t.table].Name
+	fields := len(b.layout().tables[t.table].Columns)
+	e := &b.enc[t.table]
 	var n int
 	var err error
-	switch codec {
-	case codecRaw:
-		if size > uint64(len(*r)) {
-			return errors.New("cut table")
+	if t.codec == codecRaw {
+		n, err = e.AppendTuples(t.data, fields)
+	} else {
+		if dl, derr := s2.DecodedLen(t.data); derr != nil || uint64(dl) != t.size {
+			return fmt.Errorf("table %s: compressed length mismatch", name)
 		}
-		n, err = b.enc[i].AppendTuples((*r)[:size], fields)
-		*r = (*r)[size:]
-	case codecS2:
-		clen, ok := readUvarint(r)
-		if !ok || clen+8 > uint64(len(*r)) || size > clen*maxRatio+64 {
-			return errors.New("bad compressed table header")
-		}
-		sum, block := binary.BigEndian.Uint64(*r), (*r)[8:8+clen]
-		*r = (*r)[8+clen:]
-		if dl, err := s2.DecodedLen(block); err != nil || uint64(dl) != size {
-			return errors.New("compressed table length mismatch")
-		}
-		n, err = b.enc[i].AppendTuplesFunc(int(size), fields, func(dst []byte) error {
-			if _, err := s2.Decode(dst, block); err != nil {
+		n, err = e.AppendTuplesFunc(int(t.size), fields, func(dst []byte) error {
+			if _, err := s2.Decode(dst, t.data); err != nil {
 				return err
 			}
-			if xxhash.Sum64(dst) != sum {
+			if xxhash.Sum64(dst) != t.sum {
 				return errors.New("checksum mismatch")
 			}
 			return nil
 		})
-	default:
-		return fmt.Errorf("unknown codec %d", codec)
 	}
-	if err == nil && uint64(n) != rowsN {
-		err = fmt.Errorf("%d rows where the header says %d", n, rowsN)
-		b.enc[i].Truncate(b.enc[i].Rows() - n)
+	if err == nil && uint64(n) != t.rows {
+		err = fmt.Errorf("%d rows where the header says %d", n, t.rows)
+		e.Truncate(e.Rows() - n)
 	}
 	if err != nil {
-		return fmt.Errorf("table %s: %w", b.layout().tables[i].Name, err)
+		return fmt.Errorf("table %s: %w", name, err)
 	}
-	added[i] = n
+	added[t.table] = n
 	return nil
-}
-
-func uvarintLen(v uint64) int {
-	var buf [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(buf[:], v)
 }
