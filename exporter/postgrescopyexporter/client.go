@@ -54,7 +54,6 @@ type client struct {
 
 	maintainWarned atomic.Bool
 	writing        atomic.Int32 // batch writes in flight
-
 }
 
 func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {

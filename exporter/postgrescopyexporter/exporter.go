@@ -33,14 +33,10 @@ type pgExporter struct {
 	mu      sync.Mutex
 	started bool
 
-	// batches keeps the encoded batches' buffers warm between pushes. Unlike
-	// a sync.Pool, which the GC empties every other cycle (often, with tens of
-	// MB per batch), the list keeps them: regrowing a batch's buffers from
-	// nothing was most of the direct path's CPU in profiles. It holds at most
-	// one batch per queue consumer, so memory stays bounded.
-	batches chan *rows.Batch
-	// entryBufs keeps Redis-mode entry buffers warm in the same way.
-	entryBufs chan []byte
+	// batches and entryBufs (Redis mode) keep at most one batch and one
+	// entry buffer per queue consumer or, in Redis mode, per core.
+	batches   warm[*rows.Batch]
+	entryBufs warm[[]byte]
 	layout    *rows.Layout
 }
 
@@ -58,46 +54,45 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 		// about one batch per core busy encoding.
 		keep = max(keep, runtime.GOMAXPROCS(0))
 	}
-	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(chan *rows.Batch, keep),
-		entryBufs: make(chan []byte, keep), layout: s.c.layout}
+	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(warm[*rows.Batch], keep),
+		entryBufs: make(warm[[]byte], keep), layout: s.c.layout}
 	return e, nil
+}
+
+// warm keeps up to cap(w) values (encoded batches, entry buffers) whose
+// memory a later push reuses. Unlike a sync.Pool, which the GC empties every
+// other cycle (often, with tens of MB per batch), it keeps them: regrowing a
+// batch's buffers from nothing was most of the direct path's CPU in
+// profiles. Its capacity bounds the memory kept.
+type warm[T any] chan T
+
+// get returns a kept value, or false when none is.
+func (w warm[T]) get() (T, bool) {
+	select {
+	case v := <-w:
+		return v, true
+	default:
+		var zero T
+		return zero, false
+	}
+}
+
+// put keeps v for a later push, or drops it when enough are kept.
+func (w warm[T]) put(v T) {
+	select {
+	case w <- v:
+	default:
+	}
 }
 
 // getBatch returns an empty batch, with the buffers of an earlier one when
 // one is free.
 func (e *pgExporter) getBatch() *rows.Batch {
-	select {
-	case b := <-e.batches:
+	if b, ok := e.batches.get(); ok {
 		b.Reset()
 		return b
-	default:
-		return e.cfg.newBatch(e.layout)
 	}
-}
-
-// putBatch keeps b for a later push, or drops it when enough are kept.
-func (e *pgExporter) putBatch(b *rows.Batch) {
-	select {
-	case e.batches <- b:
-	default:
-	}
-}
-
-// getEntryBuf returns an entry buffer, warm when a push left one.
-func (e *pgExporter) getEntryBuf() []byte {
-	select {
-	case buf := <-e.entryBufs:
-		return buf
-	default:
-		return nil
-	}
-}
-
-func (e *pgExporter) putEntryBuf(buf []byte) {
-	select {
-	case e.entryBufs <- buf:
-	default:
-	}
+	return e.cfg.newBatch(e.layout)
 }
 
 func (e *pgExporter) start(ctx context.Context, _ component.Host) error {
@@ -160,10 +155,10 @@ func (e *pgExporter) enqueue(ctx context.Context, signal string, items int, add 
 		return nil
 	}
 	b := e.getBatch()
-	defer e.putBatch(b)
+	defer e.batches.put(b)
 	add(b)
-	buf := e.getEntryBuf()
-	defer func() { e.putEntryBuf(buf) }()
+	buf, _ := e.entryBufs.get()
+	defer func() { e.entryBufs.put(buf) }()
 	var err error
 	buf, err = b.AppendEntry(buf[:0], e.cfg.Redis.Get().Compression == compressionS2)
 	if err != nil {
@@ -183,7 +178,7 @@ func (e *pgExporter) push(ctx context.Context, add func(*rows.Batch)) error {
 		return errNotStarted
 	}
 	b := e.getBatch()
-	defer e.putBatch(b)
+	defer e.batches.put(b)
 	add(b)
 	if b.TotalRows() == 0 {
 		return nil

@@ -72,14 +72,10 @@ type flusher struct {
 	logger *zap.Logger
 	attrs  metric.MeasurementOption
 
-	batch  *rows.Batch
-	others map[*rows.Layout]*rows.Batch // batches of other replicas' layouts
-	// arena holds a flush's decompressed entries; arenaWant is the size the
-	// next flush needs.
-	arena       []byte
-	arenaWant   int
-	ownPending  bool // a flush failed: re-read this consumer's pending entries first
-	perEntry    int  // items per entry in the last reads, to size the next
+	batch       *rows.Batch
+	others      map[*rows.Layout]*rows.Batch // batches of other replicas' layouts
+	ownPending  bool                         // a flush failed: re-read this consumer's pending entries first
+	perEntry    int                          // items per entry in the last reads, to size the next
 	lastClaim   time.Time
 	lastProblem string
 }
@@ -331,9 +327,8 @@ func (f *flusher) splitCommitted(ctx context.Context, key string, entries []keye
 // replica's column layout (and legacy OTLP entries, decoded into it) go in
 // one transaction; entries of each other layout in one more each.
 func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) error {
-	own := f.c.layout.Descriptor()
-	groups := map[string]*group{}
-	var order []*group
+	groups := map[*rows.Layout][]keyedEntry{}
+	var order []*rows.Layout
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		if seen[e.key] {
@@ -342,47 +337,52 @@ func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) e
 			continue
 		}
 		seen[e.key] = true
-		desc := own
-		if e.Format == rows.EntryFormat {
-			if d, err := rows.EntryDescriptor(e.Data); err == nil {
-				desc = d
-			}
+		l := f.layoutOf(e)
+		if _, ok := groups[l]; !ok {
+			order = append(order, l)
 		}
-		g := groups[string(desc)]
-		if g == nil {
-			g = &group{desc: desc}
-			groups[string(desc)] = g
-			order = append(order, g)
-		}
-		g.entries = append(g.entries, e)
+		groups[l] = append(groups[l], e)
 	}
-	for _, g := range order {
-		b := f.batch
-		if string(g.desc) != string(own) {
-			l, err := f.c.otherLayout(g.desc)
-			if err != nil {
-				// Undecodable: add reports each entry.
-				l = f.c.layout
-			}
-			if f.others == nil {
-				f.others = map[*rows.Layout]*rows.Batch{}
-			}
-			if b = f.others[l]; b == nil {
-				b = f.c.cfg.newBatch(l)
-				f.others[l] = b
-			}
-		}
-		if err := f.writeGroup(ctx, key, b, g.entries); err != nil {
+	for _, l := range order {
+		if err := f.writeGroup(ctx, key, f.batchFor(l), groups[l]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// group is the entries of one column layout.
-type group struct {
-	desc    []byte
-	entries []keyedEntry
+// layoutOf returns the column layout of an entry's rows: this replica's,
+// unless the entry names another one that parses. An entry whose layout does
+// not parse is left to fail in this replica's batch, where it is reported.
+func (f *flusher) layoutOf(e keyedEntry) *rows.Layout {
+	if e.Format != rows.EntryFormat {
+		return f.c.layout
+	}
+	desc, err := rows.EntryDescriptor(e.Data)
+	if err != nil || string(desc) == string(f.c.layout.Descriptor()) {
+		return f.c.layout
+	}
+	l, err := f.c.otherLayout(desc)
+	if err != nil {
+		return f.c.layout
+	}
+	return l
+}
+
+// batchFor returns this worker's batch for layout l.
+func (f *flusher) batchFor(l *rows.Layout) *rows.Batch {
+	if l == f.c.layout {
+		return f.batch
+	}
+	if f.others == nil {
+		f.others = map[*rows.Layout]*rows.Batch{}
+	}
+	b := f.others[l]
+	if b == nil {
+		b = f.c.cfg.newBatch(l)
+		f.others[l] = b
+	}
+	return b
 }
 
 // writeGroup writes entries of b's layout and their ledger keys in one
