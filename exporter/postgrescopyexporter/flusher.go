@@ -21,7 +21,7 @@ import (
 // signal is one telemetry signal's codec between pdata and stream entries.
 type signal struct {
 	name string
-	// decode appends an entry's OTLP payload to a batch.
+	// decode appends a legacy entry's OTLP payload to a batch.
 	decode func(data []byte, b *rows.Batch) error
 }
 
