@@ -362,32 +362,59 @@ func (c *client) errNotReady() error {
 	return fmt.Errorf("waiting for PostgreSQL at %s: %w", c.target, reason)
 }
 
-// writeBatch writes one batch (with its ledger ids, when l is not nil) and
-// records the outcome.
+// writeBatch writes b (and l into the ledger, when set) in one transaction,
+// with the writer of b's layout, and records the outcome.
 func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledger) error {
+	err := c.write(ctx, b, func(w *pgwrite.Writer) ([]pgwrite.TableResult, error) {
+		if l != nil {
+			return w.WriteLedgered(ctx, b, l)
+		}
+		return w.Write(ctx, b)
+	})
+	if err == nil {
+		c.reportRejects(ctx, b)
+	}
+	return err
+}
+
+// writeEntries writes stream entries straight into COPY (pgwrite.WriteEntries)
+// and records the outcome.
+func (c *client) writeEntries(ctx context.Context, s *rows.Entries, l *pgwrite.Ledger) error {
+	return c.write(ctx, s, func(w *pgwrite.Writer) ([]pgwrite.TableResult, error) {
+		return w.WriteEntries(ctx, s, l)
+	})
+}
+
+// rowSet is what a write holds, a Batch or Entries, as telemetry sees it.
+type rowSet interface {
+	Layout() *rows.Layout
+	Rows(i int) int
+	TotalRows() int
+}
+
+// write runs do with the writer of set's layout and records its outcome:
+// duration, batches, rows and bytes per table, and a debug line per commit.
+func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer) ([]pgwrite.TableResult, error)) error {
 	if !c.ready.Load() {
 		return c.errNotReady()
 	}
 	begin := time.Now()
 	c.writing.Add(1)
 	defer c.writing.Add(-1)
-	var res []pgwrite.TableResult
-	var err error
 	w := c.writer
-	if b.Layout() != c.layout {
-		if w, err = c.writerFor(b.Layout()); err != nil {
+	if set.Layout() != c.layout {
+		var err error
+		if w, err = c.writerFor(set.Layout()); err != nil {
 			return err
 		}
 	}
-	if l != nil {
-		res, err = w.WriteLedgered(ctx, b, l)
-	} else {
-		res, err = w.Write(ctx, b)
-	}
+	res, err := do(w)
 	outcome := "written"
 	switch {
 	case errors.Is(err, pgwrite.ErrAlreadyCommitted):
 		outcome = "duplicate"
+	case errors.Is(err, rows.ErrEntry):
+		outcome = "damaged"
 	case err != nil:
 		outcome = pgwrite.Classify(err).String()
 	}
@@ -397,7 +424,7 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 	if err != nil {
 		if outcome != "duplicate" {
 			for i, t := range rows.Tables {
-				if n := b.Rows(i); n > 0 {
+				if n := set.Rows(i); n > 0 {
 					c.tel.PostgrescopyRows.Add(ctx, int64(n), metric.WithAttributes(
 						attribute.String("table", t.Name), attribute.String("outcome", "failed")))
 				}
@@ -405,14 +432,13 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 		}
 		return err
 	}
-	c.reportRejects(ctx, b)
 	for _, r := range res {
 		c.tel.PostgrescopyRows.Add(ctx, int64(r.Rows), metric.WithAttributes(
 			attribute.String("table", r.Table), attribute.String("outcome", "written")))
 		c.tel.PostgrescopyBytes.Add(ctx, int64(r.Bytes), metric.WithAttributes(attribute.String("table", r.Table)))
 	}
 	if ce := c.logger.Check(zap.DebugLevel, "batch written"); ce != nil {
-		ce.Write(zap.Int("rows", b.TotalRows()), zap.Duration("duration", time.Since(begin)))
+		ce.Write(zap.Int("rows", set.TotalRows()), zap.Duration("duration", time.Since(begin)))
 	}
 	return nil
 }

@@ -72,7 +72,8 @@ type flusher struct {
 	logger *zap.Logger
 	attrs  metric.MeasurementOption
 
-	batch       *rows.Batch
+	entries     rows.Entries                 // the entries of a streamed write
+	batch       *rows.Batch                  // a write through a batch (legacy entries, damage, refused rows)
 	others      map[*rows.Layout]*rows.Batch // batches of other replicas' layouts
 	ownPending  bool                         // a flush failed: re-read this consumer's pending entries first
 	perEntry    int                          // items per entry in the last reads, to size the next
@@ -344,7 +345,7 @@ func (f *flusher) write(ctx context.Context, key string, entries []keyedEntry) e
 		groups[l] = append(groups[l], e)
 	}
 	for _, l := range order {
-		if err := f.writeGroup(ctx, key, f.batchFor(l), groups[l]); err != nil {
+		if err := f.writeGroup(ctx, key, l, groups[l]); err != nil {
 			return err
 		}
 	}
@@ -385,13 +386,61 @@ func (f *flusher) batchFor(l *rows.Layout) *rows.Batch {
 	return b
 }
 
-// writeGroup writes entries of b's layout and their ledger keys in one
-// transaction.
-func (f *flusher) writeGroup(ctx context.Context, key string, b *rows.Batch, entries []keyedEntry) error {
-	b.Reset()
+// writeGroup writes entries of layout l and their ledger keys in one
+// transaction. Entries of EntryFormat are streamed into COPY straight from
+// the entries (client.writeEntries): no batch is built. Legacy entries, and
+// a streamed write that finds a damaged entry or a row PostgreSQL refuses,
+// go through a batch (writeBatchGroup), which skips the entry and isolates
+// the row; that costs the streamed attempt, rolled back, and only then.
+func (f *flusher) writeGroup(ctx context.Context, key string, l *rows.Layout, entries []keyedEntry) error {
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
 		ids = append(ids, e.key)
+	}
+	ledger := &pgwrite.Ledger{Stream: key, IDs: ids}
+	if f.addEntries(l, entries) {
+		wctx, cancel := f.writeContext(ctx)
+		err := f.c.writeEntries(wctx, &f.entries, ledger)
+		cancel()
+		if err == nil {
+			f.c.tel.PostgrescopyBatchRows.Record(ctx, int64(f.entries.TotalRows()), f.attrs)
+			return nil
+		}
+		if !errors.Is(err, rows.ErrEntry) && pgwrite.Classify(err) != pgwrite.Data {
+			return fmt.Errorf("flush %d entries of %s: %w", len(entries), key, err)
+		}
+		f.logger.Debug("streamed write refused; writing its entries through a batch", zap.String("stream", key), zap.Error(err))
+	}
+	return f.writeBatchGroup(ctx, key, f.batchFor(l), entries, ledger)
+}
+
+// addEntries fills f.entries with entries of layout l, and reports whether
+// they can be streamed: all of EntryFormat, with headers that parse.
+func (f *flusher) addEntries(l *rows.Layout, entries []keyedEntry) bool {
+	f.entries.Reset(l)
+	for _, e := range entries {
+		if e.Format != rows.EntryFormat || f.entries.Add(e.Data) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// writeContext bounds one write by the exporter's timeout. A write in
+// flight at shutdown is finished, not abandoned: its entries would
+// otherwise wait claim_after for another consumer.
+func (f *flusher) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx := context.WithoutCancel(ctx)
+	if t := f.c.cfg.TimeoutConfig.Timeout; t > 0 {
+		return context.WithTimeout(wctx, t)
+	}
+	return wctx, func() {}
+}
+
+// writeBatchGroup writes entries through b, decoded and checked one by one.
+func (f *flusher) writeBatchGroup(ctx context.Context, key string, b *rows.Batch, entries []keyedEntry, ledger *pgwrite.Ledger) error {
+	b.Reset()
+	for _, e := range entries {
 		if err := f.add(b, e); err != nil {
 			// A payload we wrote ourselves cannot be decoded: a foreign or
 			// corrupted entry. It is recorded in the ledger (so it is acked)
@@ -402,16 +451,9 @@ func (f *flusher) writeGroup(ctx context.Context, key string, b *rows.Batch, ent
 				zap.Int("bytes", len(e.Data)), zap.Error(err))
 		}
 	}
-	// A batch in flight at shutdown is finished, not abandoned: its entries
-	// would otherwise wait claim_after for another consumer.
-	wctx := context.WithoutCancel(ctx)
-	if t := f.c.cfg.TimeoutConfig.Timeout; t > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(wctx, t)
-		defer cancel()
-	}
-	err := f.c.writeBatch(wctx, b, &pgwrite.Ledger{Stream: key, IDs: ids})
-	if err != nil {
+	wctx, cancel := f.writeContext(ctx)
+	defer cancel()
+	if err := f.c.writeBatch(wctx, b, ledger); err != nil {
 		return fmt.Errorf("flush %d entries of %s: %w", len(entries), key, err)
 	}
 	f.c.tel.PostgrescopyBatchRows.Record(ctx, int64(b.TotalRows()), f.attrs)

@@ -100,6 +100,40 @@ func TestRedisEntryFormats(t *testing.T) {
 	assert.EqualValues(t, 1, pending.Count, "the newer format's entry stays pending, not acknowledged")
 }
 
+// Entries are streamed into COPY without a batch; a damaged one among them
+// (a flipped byte in its compressed rows, headers intact) is found as its
+// rows stream, the write is rolled back and done again through a batch,
+// which skips the damaged entry: the others are written exactly once.
+func TestRedisDamagedEntryWhileStreaming(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	own, err := cfg.layout()
+	require.NoError(t, err)
+	keys := coord.KeysFor(prefix, "traces")
+	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
+	require.NoError(t, s.EnsureGroup(ctx))
+	const per = 5
+	for req := 1; req <= 4; req++ {
+		e := copyEntry(t, own, modelTraces(req, per), true)
+		if req == 3 {
+			e[len(e)-10] ^= 0x01
+		}
+		_, err := s.AddFormat(ctx, rows.EntryFormat, e, per)
+		require.NoError(t, err)
+	}
+
+	_, tel := startTraces(t, withRedis(cfg, prefix, "damaged"))
+	pool := pgtest.Pool(t)
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
+	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
+	total, distinct := countSpans(t, q, schemaName)
+	assert.EqualValues(t, 3*per, total, "requests 1, 2 and 4")
+	assert.EqualValues(t, 3*per, distinct)
+	assert.EqualValues(t, 1, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"))
+	assert.EqualValues(t, 1, counterWhere(t, tel, "otelcol_postgrescopy_batches", "outcome", "damaged"))
+}
+
 // A row PostgreSQL refuses inside an entry (here: span_attributes that are
 // not JSON, in a well-shaped tuple) goes to the rejects table with its
 // columns, and the entry's other rows are written: isolation works on rows
@@ -138,4 +172,8 @@ func TestRedisEntryRefusedRowGoesToRejects(t *testing.T) {
 	assert.Equal(t, "22P02", code, "invalid_text_representation")
 	assert.NotEmpty(t, spanID, "the refused row is rendered with its columns")
 	assert.EqualValues(t, 1, counterSum(t, tel, "otelcol_postgrescopy_rejected_rows"))
+	// The streamed write was refused on data, then the batch write isolated
+	// the row.
+	assert.EqualValues(t, 1, counterWhere(t, tel, "otelcol_postgrescopy_batches", "outcome", "data"))
+	assert.EqualValues(t, 1, counterWhere(t, tel, "otelcol_postgrescopy_batches", "outcome", "written"))
 }

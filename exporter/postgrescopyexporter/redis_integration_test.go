@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"go.opentelemetry.io/otel/attribute"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -90,6 +91,21 @@ func counterSum(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
 	var n int64
 	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 		n += dp.Value
+	}
+	return n
+}
+
+// counterWhere sums a counter's points whose attribute key is value.
+func counterWhere(t *testing.T, tel *componenttest.Telemetry, name, key, value string) int64 {
+	m, err := tel.GetMetric(name)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		if v, ok := dp.Attributes.Value(attribute.Key(key)); ok && v.AsString() == value {
+			n += dp.Value
+		}
 	}
 	return n
 }

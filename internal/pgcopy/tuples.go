@@ -112,18 +112,41 @@ func (e *Encoder) AppendTuplesFunc(size, fields int, fill func(dst []byte) error
 	if err := fill(tuples); err != nil {
 		return fail(err)
 	}
-	for off := 0; off < len(tuples); {
-		n, ok := rowSize(tuples[off:], fields)
-		if !ok {
-			return fail(fmt.Errorf("pgcopy: tuple %d is not a row of %d fields", len(e.offs)-keptOffs, fields))
-		}
-		e.offs = append(e.offs, base+off)
-		off += n
+	n, err := walkTuples(tuples, fields, func(off int) { e.offs = append(e.offs, base+off) })
+	if err != nil {
+		return fail(err)
 	}
-	n := len(e.offs) - keptOffs
 	e.rows += n
 	return n, nil
 }
+
+// CheckTuples returns how many rows of fields fields tuples holds, or an
+// error when it is not a run of such rows: tuples from outside the process
+// (a stream entry) are checked before PostgreSQL sees them.
+func CheckTuples(tuples []byte, fields int) (int, error) {
+	return walkTuples(tuples, fields, nil)
+}
+
+// walkTuples walks tuples row by row, passing each row's offset to row when
+// it is not nil.
+func walkTuples(tuples []byte, fields int, row func(off int)) (int, error) {
+	n := 0
+	for off := 0; off < len(tuples); n++ {
+		size, ok := rowSize(tuples[off:], fields)
+		if !ok {
+			return 0, fmt.Errorf("pgcopy: tuple %d is not a row of %d fields", n, fields)
+		}
+		if row != nil {
+			row(off)
+		}
+		off += size
+	}
+	return n, nil
+}
+
+// Header and Trailer frame a binary COPY stream of tuples.
+func Header() []byte  { return header[:len(header):len(header)] }
+func Trailer() []byte { return trailer[:len(trailer):len(trailer)] }
 
 // rowSize returns the length of the row of fields fields that starts b.
 func rowSize(b []byte, fields int) (int, bool) {

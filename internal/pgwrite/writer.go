@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
@@ -79,6 +81,40 @@ func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableRe
 	if b.Layout() != w.layout {
 		return nil, errLayout
 	}
+	out, err := w.copyAll(ctx, l, func(i int) (io.Reader, int, int, error) {
+		data, err := b.Data(i)
+		return bytes.NewReader(data), b.Rows(i), len(data), err
+	})
+	if err != nil && Classify(err) == Data {
+		return w.isolate(ctx, b, l, err)
+	}
+	return out, err
+}
+
+// WriteEntries is WriteLedgered for stream entries read straight into COPY
+// (rows.Entries), without building a batch. It does not isolate: when
+// PostgreSQL refuses a row (Classify says Data) or an entry turns out damaged
+// (the error wraps rows.ErrEntry), nothing is committed, and the caller
+// writes the entries again through a Batch, whose write finds the row and
+// whose AddEntry finds the entry.
+func (w *Writer) WriteEntries(ctx context.Context, s *rows.Entries, l *Ledger) ([]TableResult, error) {
+	if s.Layout() != w.layout {
+		return nil, errLayout
+	}
+	return w.copyAll(ctx, l, func(i int) (io.Reader, int, int, error) {
+		if s.Rows(i) == 0 {
+			return nil, 0, 0, nil
+		}
+		return s.TableReader(i), s.Rows(i), s.Size(i) + framing, nil
+	})
+}
+
+// framing is a COPY stream's bytes around its tuples.
+var framing = len(pgcopy.Header()) + len(pgcopy.Trailer())
+
+// copyAll runs one transaction: l into the ledger (when set), then one COPY
+// per table that table returns a reader for (nil: no rows).
+func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io.Reader, rows, size int, err error)) ([]TableResult, error) {
 	var out []TableResult
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]
@@ -89,24 +125,25 @@ func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableRe
 		}
 		pc := tx.Conn().PgConn()
 		for i := range w.copySQL {
-			data, err := b.Data(i)
+			r, n, size, err := table(i)
 			if err != nil {
 				return err
 			}
-			if data == nil {
+			if n == 0 {
 				continue
 			}
-			if _, err := pc.CopyFrom(ctx, bytes.NewReader(data), w.copySQL[i]); err != nil {
+			if _, err := pc.CopyFrom(ctx, r, w.copySQL[i]); err != nil {
+				if tr, ok := r.(*rows.TableReader); ok && tr.Err() != nil {
+					// PostgreSQL only heard that the COPY failed: say why.
+					err = tr.Err()
+				}
 				return fmt.Errorf("copy into %s: %w", w.names[i], err)
 			}
-			out = append(out, TableResult{Table: w.names[i], Rows: b.Rows(i), Bytes: len(data)})
+			out = append(out, TableResult{Table: w.names[i], Rows: n, Bytes: size})
 		}
 		return nil
 	})
 	if err != nil {
-		if Classify(err) == Data {
-			return w.isolate(ctx, b, l, err)
-		}
 		return nil, err
 	}
 	return out, nil

@@ -47,7 +47,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	tb.PostgrescopyBytes = counter("otelcol_postgrescopy_copy_bytes",
 		"Bytes of binary COPY data written, by table.", "By")
 	tb.PostgrescopyBatches = counter("otelcol_postgrescopy_batches",
-		"Batches (transactions) attempted, by outcome (written, retryable, data, config, duplicate).", "{batch}")
+		"Batches (transactions) attempted, by outcome (written, retryable, data, config, duplicate, damaged).", "{batch}")
 	tb.PostgrescopyEntriesAdded = counter("otelcol_postgrescopy_redis_entries_added",
 		"Requests added to a Redis stream, by signal.", "{entry}")
 	tb.PostgrescopyBackpressure = counter("otelcol_postgrescopy_redis_backpressure",
