@@ -43,8 +43,8 @@ type RedisConfig struct {
 	// larger batches only add memory (a batch is encoded in one buffer), not
 	// speed.
 	MaxRows int `mapstructure:"max_rows"`
-	// max_bytes flushes a batch once its encoded rows (decompressed, as they
-	// take memory in the batch) reach this size. Default 32 MiB.
+	// max_bytes flushes a batch once its encoded rows (decompressed, as
+	// they are sent to PostgreSQL) reach this size. Default 32 MiB.
 	MaxBytes int64 `mapstructure:"max_bytes"`
 	// max_wait flushes a batch this long after its first entry, or once no new
 	// entry came for a tenth of it (the stream is drained). Default 500ms.

@@ -275,8 +275,8 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 	}
 }
 
-// entryBytes is what an entry takes in a batch: its rows decompressed
-// (max_bytes bounds the batch's memory, not the bytes Redis holds).
+// entryBytes is what an entry adds to a transaction: its rows decompressed
+// (max_bytes bounds what one transaction sends, not the bytes Redis holds).
 func entryBytes(e coord.Entry) int {
 	if e.Format == rows.EntryFormat {
 		if n, err := rows.EntrySize(e.Data); err == nil {
