@@ -2,6 +2,7 @@ package rows_test
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -338,4 +339,62 @@ func BenchmarkRedisPath(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkFlush is a flush worker's cost per span for a flush of 50
+// compressed entries of 100 spans each, from the entries to the bytes
+// PostgreSQL reads: "batch" decompresses every entry into one batch (which
+// grows to the whole flush) and reads its COPY stream; "stream" reads each
+// table straight from the entries, one record decompressed at a time
+// (rows.Entries, the flush path). Both check checksums and row shapes.
+func BenchmarkFlush(b *testing.B) {
+	td := benchTraces()
+	var enc rows.Batch
+	enc.AddTraces(td)
+	entry, err := enc.AppendEntry(nil, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const perFlush = 50
+	run := func(b *testing.B, flush func() int) {
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			if n := flush(); n != perFlush*itemsPerOp {
+				b.Fatalf("%d rows", n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perFlush*itemsPerOp), "ns/span")
+	}
+	b.Run("path=batch", func(b *testing.B) {
+		var batch rows.Batch
+		run(b, func() int {
+			batch.Reset()
+			for range perFlush {
+				if err := batch.AddEntry(entry); err != nil {
+					b.Fatal(err)
+				}
+			}
+			data, err := batch.Data(rows.IdxSpans)
+			if err != nil || len(data) == 0 {
+				b.Fatal(err)
+			}
+			return batch.Rows(rows.IdxSpans)
+		})
+	})
+	b.Run("path=stream", func(b *testing.B) {
+		var s rows.Entries
+		run(b, func() int {
+			s.Reset(rows.DefaultLayout())
+			for range perFlush {
+				if err := s.Add(entry); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := io.Copy(io.Discard, s.TableReader(rows.IdxSpans)); err != nil {
+				b.Fatal(err)
+			}
+			return s.Rows(rows.IdxSpans)
+		})
+	})
 }
