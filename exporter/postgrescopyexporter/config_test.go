@@ -44,7 +44,7 @@ func TestLoadConfig(t *testing.T) {
 
 	defaultQueue := metadata.NewDefaultSendingQueueConfig()
 	customQueue := exporterhelper.NewDefaultQueueConfig()
-	customQueue.NumConsumers = 2
+	customQueue.NumConsumers = 3
 	customQueue.QueueSize = 50000
 	customQueue.Sizer = exporterhelper.RequestSizerTypeItems
 	batch := exporterhelper.NewDefaultBatchConfig()

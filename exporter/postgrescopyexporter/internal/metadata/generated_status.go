@@ -29,7 +29,7 @@ func NewDefaultSendingQueueConfig() configoptional.Optional[exporterhelper.Queue
 	q := exporterhelper.NewDefaultQueueConfig()
 	q.Sizer = exporterhelper.RequestSizerTypeItems
 	q.QueueSize = 200_000
-	q.NumConsumers = 4
+	q.NumConsumers = 2
 	b := exporterhelper.NewDefaultBatchConfig()
 	b.Sizer = exporterhelper.RequestSizerTypeItems
 	b.MinSize = 2_000
