@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver"
 )
@@ -22,8 +23,8 @@ const numTables = len(rows.Tables)
 // returns whole streams; the dataset files hold many batches, so each batch
 // is written without its frame and the file gets one frame of its own.
 var (
-	copyHeader  = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
-	copyTrailer = []byte{0xff, 0xff}
+	copyHeader  = pgcopy.Header()
+	copyTrailer = pgcopy.Trailer()
 )
 
 // halves is how many files each table is split into: the ceiling's two

@@ -144,8 +144,12 @@ func walkTuples(tuples []byte, fields int, row func(off int)) (int, error) {
 	return n, nil
 }
 
-// Header and Trailer frame a binary COPY stream of tuples.
-func Header() []byte  { return header[:len(header):len(header)] }
+// Header is the start of a binary COPY stream, before its tuples. The slice
+// is shared: do not write to it.
+func Header() []byte { return header[:len(header):len(header)] }
+
+// Trailer is the end of a binary COPY stream, after its tuples. The slice is
+// shared: do not write to it.
 func Trailer() []byte { return trailer[:len(trailer):len(trailer)] }
 
 // rowSize returns the length of the row of fields fields that starts b.

@@ -6,9 +6,6 @@ import (
 	"io"
 	"slices"
 
-	"github.com/cespare/xxhash/v2"
-	"github.com/klauspost/compress/s2"
-
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 )
 
@@ -146,15 +143,13 @@ func (s *Entries) tuples(t tableRecord, fields int) ([]byte, error) {
 	name := s.lay.tables[t.table].Name
 	data := t.data
 	if t.codec == codecS2 {
-		if dl, err := s2.DecodedLen(t.data); err != nil || uint64(dl) != t.size {
-			return nil, fmt.Errorf("%w: table %s: compressed length mismatch", ErrEntry, name)
+		err := t.checkLen()
+		if err == nil {
+			s.buf = slices.Grow(s.buf[:0], int(t.size))[:t.size]
+			err = t.decode(s.buf)
 		}
-		s.buf = slices.Grow(s.buf[:0], int(t.size))[:t.size]
-		if _, err := s2.Decode(s.buf, t.data); err != nil {
+		if err != nil {
 			return nil, fmt.Errorf("%w: table %s: %v", ErrEntry, name, err)
-		}
-		if xxhash.Sum64(s.buf) != t.sum {
-			return nil, fmt.Errorf("%w: table %s: checksum mismatch", ErrEntry, name)
 		}
 		data = s.buf
 	}

@@ -279,6 +279,26 @@ func (b *Batch) AddEntry(data []byte) error {
 	return nil
 }
 
+// checkLen checks that a compressed record's block decodes to its size.
+func (t tableRecord) checkLen() error {
+	if dl, err := s2.DecodedLen(t.data); err != nil || uint64(dl) != t.size {
+		return errors.New("compressed length mismatch")
+	}
+	return nil
+}
+
+// decode decompresses a compressed record into dst, t.size bytes, and
+// checks the tuples' checksum.
+func (t tableRecord) decode(dst []byte) error {
+	if _, err := s2.Decode(dst, t.data); err != nil {
+		return err
+	}
+	if xxhash.Sum64(dst) != t.sum {
+		return errors.New("checksum mismatch")
+	}
+	return nil
+}
+
 // addTable appends one table record's rows.
 func (b *Batch) addTable(t tableRecord, added *[numTables]int) error {
 	if added[t.table] != 0 {
@@ -292,18 +312,10 @@ func (b *Batch) addTable(t tableRecord, added *[numTables]int) error {
 	if t.codec == codecRaw {
 		n, err = e.AppendTuples(t.data, fields)
 	} else {
-		if dl, derr := s2.DecodedLen(t.data); derr != nil || uint64(dl) != t.size {
-			return fmt.Errorf("table %s: compressed length mismatch", name)
+		if err := t.checkLen(); err != nil {
+			return fmt.Errorf("table %s: %w", name, err)
 		}
-		n, err = e.AppendTuplesFunc(int(t.size), fields, func(dst []byte) error {
-			if _, err := s2.Decode(dst, t.data); err != nil {
-				return err
-			}
-			if xxhash.Sum64(dst) != t.sum {
-				return errors.New("checksum mismatch")
-			}
-			return nil
-		})
+		n, err = e.AppendTuplesFunc(int(t.size), fields, t.decode)
 	}
 	if err == nil && uint64(n) != t.rows {
 		err = fmt.Errorf("%d rows where the header says %d", n, t.rows)
