@@ -60,13 +60,14 @@ func streamFiles(ds *dataset, n int) [][]copyFile {
 }
 
 // timeCopy empties schemaName and times loading ds with n parallel psql
-// \copy streams.
-func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n int) (time.Duration, error) {
+// \copy streams, and what the load cost in CPU.
+func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n int) (time.Duration, *cpuPerRow, error) {
 	if err := b.reset(ctx, schemaName); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	groups := streamFiles(ds, n)
 	errs := make(chan error, len(groups))
+	before := markCPU(0)
 	start := time.Now()
 	for _, g := range groups {
 		go func() { errs <- b.psqlCopy(ctx, schemaName, g) }()
@@ -78,17 +79,18 @@ func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n 
 		}
 	}
 	elapsed := time.Since(start)
+	cpu := cpuBetween(before, markCPU(0), clientChildren, ds.totalRows())
 	if first != nil {
-		return 0, first
+		return 0, nil, first
 	}
 	got, err := countRows(ctx, b.pool, schemaName)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if got != ds.totalRows() {
-		return 0, fmt.Errorf("\\copy loaded %d rows, the dataset has %d", got, ds.totalRows())
+		return 0, nil, fmt.Errorf("\\copy loaded %d rows, the dataset has %d", got, ds.totalRows())
 	}
-	return elapsed, nil
+	return elapsed, cpu, nil
 }
 
 // ceilingMeasures are the raw psql \copy runs of ds: into the exporter's
@@ -105,14 +107,14 @@ func (b *bench) ceilingMeasures(ctx context.Context, ds *dataset, logged, unlogg
 				name += "s"
 			}
 			out = append(out, measure{name: name, run: func() result {
-				d, err := b.timeCopy(ctx, v.schema, ds, streams)
+				d, cpu, err := b.timeCopy(ctx, v.schema, ds, streams)
 				if err != nil {
 					r := result{Name: name, Users: ds.users, Rows: ds.totalRows(), Bytes: ds.totalBytes(), Status: "failed", Note: err.Error()}
 					r.Kind = v.kind
 					return r
 				}
 				r := newResult(name, ds, d)
-				r.Kind = v.kind
+				r.Kind, r.CPU = v.kind, cpu
 				return r
 			}})
 		}

@@ -40,6 +40,9 @@ type collectorRun struct {
 	// with pregenerated input, the baseline that input holds.
 	startRSS     int64
 	pregenerated bool
+	// cpu is what the run cost in CPU per row, over the same window as
+	// elapsed, the collector process as the client.
+	cpu *cpuPerRow
 }
 
 // procRSS reads a memory field of /proc/<pid>/status (VmRSS, VmHWM), in
@@ -151,6 +154,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	type start struct {
 		at  time.Time
 		rss int64
+		cpu cpuMark
 	}
 	started := make(chan start, 1)
 	// done receives when the batches committed so far hold every row.
@@ -183,7 +187,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 			}
 			if strings.Contains(line, "Load generation started") {
 				// RSS now, before sending grows it: the pregenerated input.
-				st := start{at: time.Now(), rss: procRSS(cmd.Process.Pid, "VmRSS")}
+				st := start{at: time.Now(), rss: procRSS(cmd.Process.Pid, "VmRSS"), cpu: markCPU(cmd.Process.Pid)}
 				select {
 				case started <- st:
 				default:
@@ -216,10 +220,13 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	if b.pregenerate {
 		startWait += time.Duration(users) * time.Duration(b.events) * 50 * time.Microsecond
 	}
-	var t0 time.Time
+	var (
+		t0      time.Time
+		cpuFrom cpuMark
+	)
 	select {
 	case st := <-started:
-		t0, res.startRSS, res.pregenerated = st.at, st.rss, b.pregenerate
+		t0, res.startRSS, res.pregenerated, cpuFrom = st.at, st.rss, b.pregenerate, st.cpu
 	case <-exited:
 		<-scanned
 		return res, fmt.Errorf("%w: the collector exited before generating (%v): %s", errUnavailable, exitErr, why())
@@ -250,6 +257,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	case at := <-done:
 		res.elapsed = at.Sub(t0)
 		res.peakRSS = procRSS(cmd.Process.Pid, "VmHWM")
+		res.cpu = cpuBetween(cpuFrom, markCPU(cmd.Process.Pid), clientCollector, expected-base)
 	case <-exited:
 		return res, fmt.Errorf("%w: the collector exited before writing every row (%v): %s", errUnavailable, exitErr, why())
 	case <-ctx.Done():

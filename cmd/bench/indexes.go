@@ -124,14 +124,14 @@ func (b *bench) runIndexes(ctx context.Context, ds *dataset, qsFor func(string) 
 	var with, without, build time.Duration
 	for run := range b.runs {
 		b.progress.step(fmt.Sprintf("indexes: \\copy with and without indexes @ %d users, run %d/%d", ds.users, run+1, b.runs))
-		w, err := b.timeCopy(ctx, s, ds, 1)
+		w, _, err := b.timeCopy(ctx, s, ds, 1)
 		if err != nil {
 			return res, err
 		}
 		if err := b.dropIndexes(ctx, s, ixs); err != nil {
 			return res, err
 		}
-		wo, err := b.timeCopy(ctx, s, ds, 1)
+		wo, _, err := b.timeCopy(ctx, s, ds, 1)
 		if err != nil {
 			return res, err
 		}

@@ -494,7 +494,7 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		}
 	}
 	if s.app != nil {
-		d, err := b.runApp(ctx, *s.app, ds, schemaName)
+		d, cpu, err := b.runApp(ctx, *s.app, ds, schemaName)
 		if err != nil {
 			r.Status, r.Note = "failed", err.Error()
 			if s.app.viaPgbouncer && b.bouncerErr != nil {
@@ -504,6 +504,7 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 			return r
 		}
 		out := newResult(name, ds, d)
+		out.CPU = cpu
 		return out
 	}
 	if err := b.reset(ctx, schemaName); err != nil {

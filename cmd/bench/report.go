@@ -30,6 +30,8 @@ type result struct {
 	// InputRSSMiB is the collector's resident set (VmRSS) when generation
 	// started: with -pregenerate, what the prepared input holds.
 	InputRSSMiB float64 `json:"input_rss_mib,omitempty"`
+	// CPU is what the write cost in CPU per row, by process.
+	CPU *cpuPerRow `json:"cpu_us_per_row,omitempty"`
 }
 
 func newResult(name string, ds *dataset, d time.Duration) result {
@@ -47,6 +49,7 @@ func timed(name string, users int, rows, bytes int64, d time.Duration) result {
 
 func collectorResult(name string, users int, rows, bytes int64, run collectorRun) result {
 	r := timed(name, users, rows, bytes, run.elapsed)
+	r.CPU = run.cpu
 	r.Note = fmt.Sprintf("collector start-up %.1fs not counted", run.startup.Seconds())
 	if run.peakRSS > 0 {
 		r.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
@@ -132,9 +135,10 @@ func (rep *report) markdown() string {
 	if len(rep.Ceiling)+len(rep.Strategies) > 0 {
 		w("## Write strategies\n\n")
 		w("Every strategy writes the same rows into all seven tables (spans, logs, five metric tables) with the exporter's DDL and indexes. ")
-		w("`× ceiling` is rows/s over the best raw `psql \\copy` of the same rows at the same scale in this run.\n\n")
-		w("| Strategy | Users | Rows | Seconds | Rows/s | MB/s | × ceiling | Notes |\n")
-		w("|---|---:|---:|---:|---:|---:|---:|---|\n")
+		w("`× ceiling` is rows/s over the best raw `psql \\copy` of the same rows at the same scale in this run. ")
+		w("`CPU µs/row` is the CPU time the write cost per row, PostgreSQL + client (psql, the bench's own connections, or the collector process) + Redis when it was used: all of it shares the machine's cores.\n\n")
+		w("| Strategy | Users | Rows | Seconds | Rows/s | MB/s | × ceiling | CPU µs/row | Notes |\n")
+		w("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, users := range wl.Scale {
 			for _, r := range append(append([]result(nil), rep.Ceiling...), rep.Strategies...) {
 				if r.Users != users {
@@ -148,10 +152,10 @@ func (rep *report) markdown() string {
 				if r.Status != "ok" {
 					note = "**" + r.Status + "**: " + note
 				}
-				w("| %s | %d | %s | %s | %s | %s | %s | %s |\n", name, r.Users, num(float64(r.Rows)),
+				w("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", name, r.Users, num(float64(r.Rows)),
 					cell(r, strconv.FormatFloat(r.Seconds, 'f', 2, 64)), cell(r, num(r.RowsPerS)),
 					cell(r, strconv.FormatFloat(r.MBPerS, 'f', 1, 64)), cell(r, strconv.FormatFloat(r.RatioToCeiling, 'f', 2, 64)),
-					strings.ReplaceAll(note, "|", "/"))
+					cell(r, r.CPU.String()), strings.ReplaceAll(note, "|", "/"))
 			}
 		}
 		w("\n")

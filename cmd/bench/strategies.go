@@ -157,26 +157,26 @@ func openPool(ctx context.Context, url string, conns int) (*pgxpool.Pool, error)
 
 // runApp writes ds into schemaName with strategy s and returns the elapsed
 // time from the first batch to the last commit.
-func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaName string) (time.Duration, error) {
+func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaName string) (time.Duration, *cpuPerRow, error) {
 	if err := b.reset(ctx, schemaName); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	url := b.url
 	if s.viaPgbouncer {
 		var err error
 		if url, err = b.pgbouncerURL(ctx); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	pool, err := openPool(ctx, url, s.conns)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer pool.Close()
 
 	dec, err := b.decoderFor(ctx, schemaName)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -201,9 +201,10 @@ func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaNa
 			prepared = append(prepared, job)
 		}
 		if err := <-errc; err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
+	before := markCPU(0)
 	start := time.Now()
 	wg.Go(func() {
 		if s.maps {
@@ -243,17 +244,18 @@ func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaNa
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := cpuBetween(before, markCPU(0), clientSelf, ds.totalRows())
 	if firstErr != nil {
-		return 0, firstErr
+		return 0, nil, firstErr
 	}
 	got, err := countRows(context.WithoutCancel(ctx), b.pool, schemaName)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if got != ds.totalRows() {
-		return 0, fmt.Errorf("%s wrote %d rows, the dataset has %d", s.name, got, ds.totalRows())
+		return 0, nil, fmt.Errorf("%s wrote %d rows, the dataset has %d", s.name, got, ds.totalRows())
 	}
-	return elapsed, nil
+	return elapsed, cpu, nil
 }
 
 func writeJob(ctx context.Context, conn *pgx.Conn, s appStrategy, schemaName string, job batchJob, stmts map[[2]int]string, args *[]any) error {
