@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,8 +66,9 @@ type metadataFile struct {
 			QueueSize    int64 `yaml:"queue_size"`
 			NumConsumers int   `yaml:"num_consumers"`
 			Batch        struct {
-				MinSize int64 `yaml:"min_size"`
-				MaxSize int64 `yaml:"max_size"`
+				MinSize      int64         `yaml:"min_size"`
+				MaxSize      int64         `yaml:"max_size"`
+				FlushTimeout time.Duration `yaml:"flush_timeout"`
 			} `yaml:"batch"`
 		} `yaml:"overrides"`
 	} `yaml:"sending_queue"`
@@ -95,6 +97,7 @@ func TestMetadataMatchesCode(t *testing.T) {
 	assert.Equal(t, o.NumConsumers, q.NumConsumers)
 	assert.Equal(t, o.Batch.MinSize, q.Batch.Get().MinSize)
 	assert.Equal(t, o.Batch.MaxSize, q.Batch.Get().MaxSize)
+	assert.Equal(t, o.Batch.FlushTimeout, q.Batch.Get().FlushTimeout)
 }
 
 // TestMetadataTelemetryIsEmitted records on every instrument and checks that

@@ -22,7 +22,7 @@ type Config struct {
 	// timeout bounds one batch's write (every COPY and the commit). Default 30s.
 	TimeoutConfig exporterhelper.TimeoutConfig `mapstructure:",squash"`
 	// sending_queue is the Collector's queue and batcher. Default: on, sized in
-	// items, batches of 2,000 to 5,000 items or 200ms, 2 consumers.
+	// items, batches of 2,000 to 5,000 items or 100ms, 2 consumers.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// retry_on_failure retries retryable failures with backoff. Default on.
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`

@@ -3,6 +3,8 @@
 package metadata
 
 import (
+	"time"
+
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
@@ -24,7 +26,9 @@ const (
 // because COPY pays off only for large batches. 5,000 rows is already large
 // for COPY (the bench's pgx CopyFrom strategy), while bigger batches cost
 // the collector more memory to encode them in (profiled: fresh pages for
-// 20,000-row buffers were most of the direct path's CPU).
+// 20,000-row buffers were most of the direct path's CPU). A batch short of
+// min_size waits 100ms, not 200ms: the last rows of a burst are written
+// sooner, at the same rate under a sustained load (measured).
 func NewDefaultSendingQueueConfig() configoptional.Optional[exporterhelper.QueueBatchConfig] {
 	q := exporterhelper.NewDefaultQueueConfig()
 	q.Sizer = exporterhelper.RequestSizerTypeItems
@@ -34,6 +38,7 @@ func NewDefaultSendingQueueConfig() configoptional.Optional[exporterhelper.Queue
 	b.Sizer = exporterhelper.RequestSizerTypeItems
 	b.MinSize = 2_000
 	b.MaxSize = 5_000
+	b.FlushTimeout = 100 * time.Millisecond
 	q.Batch = configoptional.Some(b)
 	return configoptional.Some(q)
 }
