@@ -61,6 +61,12 @@ const quietFraction = 10
 // this are in flight on its replica.
 const idleWrites = 2
 
+// quietPolls: a worker holding entries while it waits for the stream to go
+// quiet looks this many times per quiet period whether PostgreSQL has become
+// idle meanwhile (a write finished), and then flushes at once rather than at
+// the end of the wait.
+const quietPolls = 5
+
 // flusher is one flush worker of one signal: it owns a consumer name in the
 // group, reads and claims entries, writes them in one transaction with their
 // ledger rows, then acknowledges and deletes them.
@@ -175,8 +181,15 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 	items, size := 0, 0
 	deadline := time.Now().Add(f.rc.MaxWait)
 	quiet := f.rc.MaxWait / quietFraction
+	var quietAt time.Time // when the stream counts as quiet: quiet after the last entry
 	for items < f.rc.MaxRows && int64(size) < f.rc.MaxBytes {
 		wait := time.Until(deadline)
+		if len(entries) > 0 {
+			// The stream went quiet: the producers are slower than this
+			// worker, so waiting longer only adds latency (under load,
+			// entries keep coming and the batch fills to max_rows).
+			wait = min(wait, time.Until(quietAt))
+		}
 		if wait <= 0 {
 			break
 		}
@@ -187,10 +200,7 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 			count = min(count, max(1, int64((f.rc.MaxRows-items)/f.perEntry)))
 		}
 		if len(entries) > 0 {
-			// The stream went quiet: the producers are slower than this
-			// worker, so waiting longer only adds latency (under load,
-			// entries keep coming and the batch fills to max_rows).
-			wait = min(wait, quiet)
+			wait = min(wait, max(time.Millisecond, quiet/quietPolls))
 		}
 		got, err := f.stream.ReadNew(ctx, count, wait)
 		if err != nil {
@@ -202,8 +212,12 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 			return nil, err
 		}
 		if len(got) == 0 {
+			if len(entries) > 0 && f.c.writing.Load() >= idleWrites {
+				continue // PostgreSQL is still busy: wait on, up to quietAt
+			}
 			break
 		}
+		quietAt = time.Now().Add(quiet)
 		if len(entries) == 0 {
 			// The batch's wait starts with its first entry, not with the read.
 			deadline = time.Now().Add(f.rc.MaxWait)
