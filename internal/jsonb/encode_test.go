@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
 )
 
 // checkJSON is what PostgreSQL's jsonb input needs from us: valid JSON,
@@ -361,5 +362,93 @@ func TestPlain8(t *testing.T) {
 		if got := plain8(binary.LittleEndian.Uint64([]byte(w))); got != want {
 			t.Fatalf("%q: plain8 = %v, want %v", w, got, want)
 		}
+	}
+}
+
+// Objects are written with their keys in jsonb's order (shorter first, then
+// bytewise), so that PostgreSQL's parser finds them sorted; a repeated key's
+// entries keep their order, so the last still wins. Unordered, skipped keys,
+// nested maps and maps over orderedEntries are checked too.
+func TestAppendMapKeyOrder(t *testing.T) {
+	keys := func(doc []byte) []string {
+		t.Helper()
+		checkJSON(t, doc)
+		d := json.NewDecoder(bytes.NewReader(doc))
+		var out []string
+		depth := 0
+		expectKey := false
+		for {
+			tok, err := d.Token()
+			if err != nil {
+				return out
+			}
+			switch tok {
+			case json.Delim('{'):
+				depth++
+				expectKey = depth == 1
+				continue
+			case json.Delim('}'), json.Delim('['), json.Delim(']'):
+				if tok == json.Delim('}') {
+					depth--
+				}
+				if tok == json.Delim('[') {
+					depth++
+				}
+				if tok == json.Delim(']') {
+					depth--
+				}
+				expectKey = depth == 1
+				continue
+			}
+			if depth == 1 && expectKey {
+				out = append(out, tok.(string))
+				expectKey = false
+			} else if depth == 1 {
+				expectKey = true
+			}
+		}
+	}
+
+	m := pcommon.NewMap()
+	m.PutStr("service.name", "a")
+	m.PutInt("zz", 1)
+	m.PutStr("b", "c")
+	m.PutStr("ab", "d")
+	m.PutStr("aa", "e")
+	m.PutEmptyMap("nested").PutStr("yyy", "f")
+	n, _ := m.Get("nested")
+	n.Map().PutStr("x", "g")
+	require.Equal(t, []string{"b", "aa", "ab", "zz", "nested", "service.name"}, keys(AppendMap(nil, m)))
+	require.Equal(t, `{"x":"g","yyy":"f"}`, string(AppendMap(nil, n.Map())), "nested objects are ordered too")
+	require.Equal(t, []string{"service.name", "zz", "b", "ab", "aa", "nested"}, keys(Encoder{Unordered: true}.AppendMap(nil, m)), "Unordered keeps the map's order")
+	require.Equal(t, []string{"b", "aa", "nested", "service.name"}, keys(Encoder{}.AppendMapSkip(nil, m, []string{"zz", "ab"})))
+
+	// A repeated key (an OTLP decoder keeps both entries): its entries stay
+	// in their order, so jsonb still keeps the last one.
+	ld, err := (&plog.JSONUnmarshaler{}).UnmarshalLogs([]byte(`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"attributes":[` +
+		`{"key":"k","value":{"stringValue":"first"}},{"key":"long.key","value":{"stringValue":"x"}},{"key":"k","value":{"stringValue":"second"}}]}]}]}]}`))
+	require.NoError(t, err)
+	dup := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0).Attributes()
+	require.Equal(t, 3, dup.Len())
+	require.Equal(t, `{"k":"first","k":"second","long.key":"x"}`, string(AppendMap(nil, dup)))
+
+	// Over orderedEntries entries the map's own order is kept.
+	big := pcommon.NewMap()
+	var want []string
+	for i := orderedEntries; i >= 0; i-- {
+		k := strings.Repeat("k", i+1)
+		big.PutInt(k, int64(i))
+		want = append(want, k)
+	}
+	require.Equal(t, want, keys(AppendMap(nil, big)))
+	big.Remove(want[0])
+	require.Equal(t, orderedEntries, big.Len())
+	slicesReverse(want)
+	require.Equal(t, want[:orderedEntries], keys(AppendMap(nil, big)), "at orderedEntries entries the keys are ordered")
+}
+
+func slicesReverse(s []string) {
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
 	}
 }

@@ -128,6 +128,18 @@ func (e *Encoder) ReplaceLastRow(row []byte) {
 	e.buf = append(e.buf[:e.offs[e.rows-1]], row...)
 }
 
+// DropLastRow removes the row written last, for a caller that writes it
+// again another way.
+func (e *Encoder) DropLastRow() {
+	if e.rows == 0 {
+		return
+	}
+	e.closeRow()
+	e.rows--
+	e.buf = e.buf[:e.offs[e.rows]]
+	e.offs = e.offs[:e.rows]
+}
+
 // Err returns the first field-count mismatch, if any.
 func (e *Encoder) Err() error {
 	e.closeRow()

@@ -136,12 +136,30 @@ func (b *Batch) begin(i int) *pgcopy.Encoder {
 	return e
 }
 
-// end closes the row just written to table i, shrinking it when it is over
-// the row limit; every row writer calls it last.
-func (b *Batch) end(i int) {
-	if b.lim.MaxRow > 0 && len(b.enc[i].LastRow()) > b.lim.MaxRow {
-		b.shrinkRow(i)
+// addRow writes one row of table i with write, which begins it (begin) and
+// writes every field. A row over the row limit is written again with every
+// object's keys in their own order rather than jsonb's (jsonb.Encoder's
+// Unordered), then shrunk: which members a cut keeps must not depend on an
+// order chosen for PostgreSQL's parser.
+func (b *Batch) addRow(i int, write func()) {
+	write()
+	if b.lim.MaxRow <= 0 || len(b.enc[i].LastRow()) <= b.lim.MaxRow {
+		return
 	}
+	if c := &b.ctx; !c.json.Unordered {
+		b.enc[i].DropLastRow()
+		res, scope := c.resJSON, c.scopeJSON
+		c.json.Unordered = true
+		// The slow path may allocate: fresh buffers keep the ordered ones.
+		c.resJSON = c.json.AppendMap(nil, c.resource.Attributes())
+		c.scopeJSON = c.json.AppendMap(nil, c.scope.Attributes())
+		c.resSkipOK = false
+		write()
+		c.json.Unordered = false
+		c.resJSON, c.scopeJSON = res, scope
+		c.resSkipOK = false
+	}
+	b.shrinkRow(i)
 }
 
 // context holds what every row under one resource and scope repeats, encoded

@@ -13,13 +13,13 @@ func (b *Batch) AddLogs(ld plog.Logs) {
 		for _, sl := range rl.ScopeLogs().All() {
 			c.setScope(sl.Scope(), sl.SchemaUrl())
 			for _, l := range sl.LogRecords().All() {
-				b.addLog(l)
+				b.addRow(IdxLogs, func() { b.writeLog(l) })
 			}
 		}
 	}
 }
 
-func (b *Batch) addLog(l plog.LogRecord) {
+func (b *Batch) writeLog(l plog.LogRecord) {
 	c := &b.ctx
 	promo := b.layout().promo[IdxLogs]
 	resJSON := c.resJSON
@@ -48,5 +48,4 @@ func (b *Batch) addLog(l plog.LogRecord) {
 	e.Int32(int32(l.DroppedAttributesCount()))
 	c.writeTailRes(e, resJSON)
 	b.writePromoted(e, promo)
-	b.end(IdxLogs)
 }

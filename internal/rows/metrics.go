@@ -28,67 +28,72 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		for _, dp := range m.Gauge().DataPoints().All() {
-			e := b.metricHead(IdxGauge, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
-			numberValue(e, dp)
-			b.ctx.writeTail(e)
-			b.end(IdxGauge)
+			b.addRow(IdxGauge, func() {
+				e := b.metricHead(IdxGauge, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+				numberValue(e, dp)
+				b.ctx.writeTail(e)
+			})
 		}
 	case pmetric.MetricTypeSum:
 		sum := m.Sum()
 		for _, dp := range sum.DataPoints().All() {
-			e := b.metricHead(IdxSum, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
-			numberValue(e, dp)
-			e.Bool(sum.IsMonotonic())
-			enumText(e, sum.AggregationTemporality().String(), int32(sum.AggregationTemporality()))
-			b.ctx.writeTail(e)
-			b.end(IdxSum)
+			b.addRow(IdxSum, func() {
+				e := b.metricHead(IdxSum, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+				numberValue(e, dp)
+				e.Bool(sum.IsMonotonic())
+				enumText(e, sum.AggregationTemporality().String(), int32(sum.AggregationTemporality()))
+				b.ctx.writeTail(e)
+			})
 		}
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
 		for _, dp := range h.DataPoints().All() {
-			e := b.metricHead(IdxHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
-			e.Int64(int64(dp.Count()))
-			optFloat(e, dp.HasSum(), dp.Sum())
-			optFloat(e, dp.HasMin(), dp.Min())
-			optFloat(e, dp.HasMax(), dp.Max())
-			bc, eb := dp.BucketCounts(), dp.ExplicitBounds()
-			e.Int64Array(bc.Len(), func(i int) int64 { return int64(bc.At(i)) })
-			e.Float64Array(eb.Len(), eb.At)
-			enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
-			b.ctx.writeTail(e)
-			b.end(IdxHistogram)
+			b.addRow(IdxHistogram, func() {
+				e := b.metricHead(IdxHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+				e.Int64(int64(dp.Count()))
+				optFloat(e, dp.HasSum(), dp.Sum())
+				optFloat(e, dp.HasMin(), dp.Min())
+				optFloat(e, dp.HasMax(), dp.Max())
+				bc, eb := dp.BucketCounts(), dp.ExplicitBounds()
+				e.Int64Array(bc.Len(), func(i int) int64 { return int64(bc.At(i)) })
+				e.Float64Array(eb.Len(), eb.At)
+				enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
+				b.ctx.writeTail(e)
+			})
 		}
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
 		for _, dp := range h.DataPoints().All() {
-			e := b.metricHead(IdxExpHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
-			e.Int64(int64(dp.Count()))
-			optFloat(e, dp.HasSum(), dp.Sum())
-			optFloat(e, dp.HasMin(), dp.Min())
-			optFloat(e, dp.HasMax(), dp.Max())
-			e.Int32(dp.Scale())
-			e.Int64(int64(dp.ZeroCount()))
-			e.Float64(dp.ZeroThreshold())
-			pos, neg := dp.Positive(), dp.Negative()
-			pc, nc := pos.BucketCounts(), neg.BucketCounts()
-			e.Int32(pos.Offset())
-			e.Int64Array(pc.Len(), func(i int) int64 { return int64(pc.At(i)) })
-			e.Int32(neg.Offset())
-			e.Int64Array(nc.Len(), func(i int) int64 { return int64(nc.At(i)) })
-			enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
-			b.ctx.writeTail(e)
-			b.end(IdxExpHistogram)
+			b.addRow(IdxExpHistogram, func() {
+				e := b.metricHead(IdxExpHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+				e.Int64(int64(dp.Count()))
+				optFloat(e, dp.HasSum(), dp.Sum())
+				optFloat(e, dp.HasMin(), dp.Min())
+				optFloat(e, dp.HasMax(), dp.Max())
+				e.Int32(dp.Scale())
+				e.Int64(int64(dp.ZeroCount()))
+				e.Float64(dp.ZeroThreshold())
+				pos, neg := dp.Positive(), dp.Negative()
+				pc, nc := pos.BucketCounts(), neg.BucketCounts()
+				e.Int32(pos.Offset())
+				e.Int64Array(pc.Len(), func(i int) int64 { return int64(pc.At(i)) })
+				e.Int32(neg.Offset())
+				e.Int64Array(nc.Len(), func(i int) int64 { return int64(nc.At(i)) })
+				enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
+				b.ctx.writeTail(e)
+			})
 		}
 	case pmetric.MetricTypeSummary:
 		for _, dp := range m.Summary().DataPoints().All() {
-			e := b.metricHead(IdxSummary, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), pmetric.NewExemplarSlice(), uint32(dp.Flags()))
-			e.Int64(int64(dp.Count()))
-			e.Float64(dp.Sum())
-			qv := dp.QuantileValues()
-			e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Quantile() })
-			e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Value() })
-			b.ctx.writeTail(e)
-			b.end(IdxSummary)
+			b.addRow(IdxSummary, func() {
+				e := b.metricHead(IdxSummary, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), pmetric.NewExemplarSlice(), uint32(dp.Flags()))
+				e.Int64(int64(dp.Count()))
+				e.Float64(dp.Sum())
+				qv := dp.QuantileValues()
+				e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Quantile() })
+				e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Value() })
+				b.ctx.writeTail(e)
+			})
 		}
 	}
 }

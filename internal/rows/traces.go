@@ -14,13 +14,13 @@ func (b *Batch) AddTraces(td ptrace.Traces) {
 		for _, ss := range rs.ScopeSpans().All() {
 			c.setScope(ss.Scope(), ss.SchemaUrl())
 			for _, s := range ss.Spans().All() {
-				b.addSpan(s)
+				b.addRow(IdxSpans, func() { b.writeSpan(s) })
 			}
 		}
 	}
 }
 
-func (b *Batch) addSpan(s ptrace.Span) {
+func (b *Batch) writeSpan(s ptrace.Span) {
 	c := &b.ctx
 	promo := b.layout().promo[IdxSpans]
 	resJSON := c.resJSON
@@ -107,5 +107,4 @@ func (b *Batch) addSpan(s ptrace.Span) {
 	e.Int32(int32(s.DroppedLinksCount()))
 	c.writeTailRes(e, resJSON)
 	b.writePromoted(e, promo)
-	b.end(IdxSpans)
 }

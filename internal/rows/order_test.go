@@ -1,0 +1,62 @@
+package rows
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// Objects are written with their keys in jsonb order, except in a row over
+// the row limit: it is written again with every map's own order before it is
+// shrunk, so a cut keeps what it kept before keys were ordered (the hostile
+// corpus's huge-row case relies on it). Its bytes equal a batch's that never
+// orders keys; a row within the limit differs from that only by key order.
+func TestShrunkRowKeepsMapOrder(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "svc")
+	rs.Resource().Attributes().PutStr("host", "h")
+	ss := rs.ScopeSpans().AppendEmpty()
+	ss.Scope().Attributes().PutStr("scope.key", "s")
+	ss.Scope().Attributes().PutStr("k", "s")
+	small := ss.Spans().AppendEmpty()
+	small.SetName("small")
+	small.Attributes().PutStr("test.id", "small")
+	small.Attributes().PutStr("a0", "v")
+	huge := ss.Spans().AppendEmpty()
+	huge.SetName("huge")
+	huge.Attributes().PutStr("test.id", "huge")
+	for i := range 10 {
+		huge.Attributes().PutStr("a"+strconv.Itoa(i), strings.Repeat("v", 900))
+	}
+	after := ss.Spans().AppendEmpty()
+	after.SetName("after")
+	after.Attributes().PutStr("test.id", "after")
+	after.Attributes().PutStr("a0", "v")
+
+	lim := Limits{MaxValue: 1024, MaxRow: 4096}
+	var ordered, unordered Batch
+	ordered.SetLimits(lim)
+	unordered.SetLimits(lim)
+	unordered.ctx.json.Unordered = true
+	ordered.AddTraces(td)
+	unordered.AddTraces(td)
+	o, u := &ordered.enc[IdxSpans], &unordered.enc[IdxSpans]
+	require.NoError(t, o.Err())
+	require.Equal(t, 3, o.Rows())
+
+	require.Equal(t, u.Tuples(1, 2), o.Tuples(1, 2), "the shrunk row is written as if keys were never ordered")
+	require.LessOrEqual(t, len(o.Tuples(1, 2)), lim.MaxRow)
+	require.Contains(t, string(o.Tuples(1, 2)), `"test.id":"huge"`, "the cut keeps the map's first members")
+	for _, i := range []int{0, 2} {
+		or, un := string(o.Tuples(i, i+1)), string(u.Tuples(i, i+1))
+		require.NotEqual(t, un, or, "row %d within the limit has its keys in jsonb order", i)
+		require.Equal(t, len(un), len(or))
+		require.Contains(t, or, `{"a0":"v","test.id":`)
+		require.Contains(t, or, `{"host":"h","service.name":"svc"}`, "the resource's keys too, also after a shrunk row")
+		require.Contains(t, or, `{"k":"s","scope.key":"s"}`, "and the scope's")
+	}
+}
