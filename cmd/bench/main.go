@@ -151,7 +151,7 @@ func run() int {
 	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
 	fs.BoolVar(&b.replica, "replica", true, "mixed part: run it on the bench's own primary (initdb) and also send the readers to a streaming replica of it (pg_basebackup); reported unavailable when that cannot be set up")
 	fs.IntVar(&b.queryRuns, "query-runs", 5, "timed runs per query in the indexes part (median reported)")
-	fs.IntVar(&b.runs, "runs", 2, "runs of every timed write, interleaved; the fastest is kept (a shared machine is noisy)")
+	fs.IntVar(&b.runs, "runs", 3, "runs of every timed write, interleaved; the fastest is kept (a shared machine is noisy)")
 	fs.IntVar(&b.loadgenConcurrency, "loadgen-concurrency", 2, "loadgen receiver concurrency in the collector runs")
 	fs.BoolVar(&b.pregenerate, "pregenerate", true, "collector runs: the loadgen receiver builds every batch in memory before the clock starts, as the other strategies prepare their rows")
 	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 60s + 2ms per row)")
