@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -120,12 +121,9 @@ func (e Encoder) appendObject(dst []byte, m pcommon.Map, skip []string, depth in
 	if e.Unordered || n < 2 || n > orderedEntries {
 		dst = append(dst, '{')
 		first := true
-	outer:
 		for k, v := range m.All() {
-			for _, s := range skip {
-				if k == s {
-					continue outer
-				}
+			if slices.Contains(skip, k) {
+				continue
 			}
 			if !first {
 				dst = append(dst, ',')
@@ -150,12 +148,9 @@ func (e Encoder) appendObject(dst []byte, m pcommon.Map, skip []string, depth in
 // large one for a small map cost more than sorting it).
 func (e Encoder) appendOrdered(dst []byte, m pcommon.Map, skip []string, depth int, es []entry, order []uint8) []byte {
 	i := 0
-outer:
 	for k, v := range m.All() {
-		for _, s := range skip {
-			if k == s {
-				continue outer
-			}
+		if slices.Contains(skip, k) {
+			continue
 		}
 		es[i] = entry{k, v}
 		// Insertion sort of positions, not entries: few moves.
