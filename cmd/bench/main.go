@@ -75,7 +75,7 @@ func strategies() []strategy {
 	return []strategy{
 		{key: "insert-1", app: &appStrategy{name: "INSERT 1 row x 50 conns", conns: 50, batch: 1}},
 		{key: "insert-500", app: &appStrategy{name: "INSERT 500 rows x 20 conns", conns: 20, batch: 500}},
-		{key: "copy-5000", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns", conns: 4, batch: 5000, copy: true}},
+		{key: "copy-5000", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns, JSON pre-rendered", conns: 4, batch: 5000, copy: true}},
 		{key: "copy-5000-maps", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns, attributes as maps", conns: 4, batch: 5000, copy: true, maps: true}},
 		// 20 client connections share -pgbouncer-pool server connections.
 		{key: "pgbouncer", app: &appStrategy{name: "INSERT 500 x 20 via pgbouncer", conns: 20, batch: 500, viaPgbouncer: true}},
@@ -389,6 +389,7 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 					if ms[i].key == "insert-1" && r.Status == "ok" {
 						insertRate = r.RowsPerS
 					}
+					r.Key = ms[i].key
 					if r.Status == "skipped" {
 						rep.Notes = append(rep.Notes, fmt.Sprintf("%s at %d users: %s", r.Name, users, r.Note))
 					}
@@ -431,6 +432,7 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 		}
 		rep.Indexes = &ix
 	}
+	rep.Targets = targets(rep.Strategies)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)
 	return nil
 }

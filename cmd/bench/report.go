@@ -12,7 +12,9 @@ import (
 
 // result is one timed write: a ceiling run or a strategy at one scale.
 type result struct {
-	Name  string `json:"name"`
+	Name string `json:"name"`
+	// Key is a strategy's -strategies key.
+	Key   string `json:"key,omitempty"`
 	Kind  string `json:"kind"` // ceiling, reference (unlogged), strategy, indexes
 	Users int    `json:"users"`
 	Rows  int64  `json:"rows"`
@@ -72,6 +74,7 @@ type report struct {
 	Workload   workload     `json:"workload"`
 	Ceiling    []result     `json:"ceiling"`
 	Strategies []result     `json:"strategies"`
+	Targets    []target     `json:"targets,omitempty"`
 	Mixed      *mixedResult `json:"mixed,omitempty"`
 	Indexes    *indexResult `json:"indexes,omitempty"`
 	Notes      []string     `json:"notes,omitempty"`
@@ -160,6 +163,7 @@ func (rep *report) markdown() string {
 		}
 		w("\n")
 	}
+	w("%s", targetsMarkdown(rep.Targets))
 
 	if m := rep.Mixed; m != nil {
 		w("## Writes while the queries run\n\n")

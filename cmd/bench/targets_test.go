@@ -1,0 +1,51 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestTargets(t *testing.T) {
+	res := func(key string, users int, rate, ratio float64) result {
+		return result{Key: key, Users: users, RowsPerS: rate, RatioToCeiling: ratio, Status: "ok", Kind: "strategy"}
+	}
+	strategies := []result{
+		res(preRenderedCopy, 10, 60_000, 0.90),
+		res(plainCopy, 10, 45_000, 0.70),
+		res(targetStrategy, 10, 54_000, 0.84),
+		res(preRenderedCopy, 50, 50_000, 0.83),
+		res(plainCopy, 50, 52_000, 0.85),
+		res(targetStrategy, 50, 46_800, 0.78),
+		// No plain COPY at 100 users; a failed run of the target is left out.
+		res(targetStrategy, 100, 61_000, 0.81),
+		{Key: targetStrategy, Users: 200, Status: "failed"},
+	}
+	got := targets(strategies)
+	if len(got) != 3 {
+		t.Fatalf("got %d targets, want 3: %+v", len(got), got)
+	}
+	want := []target{
+		{Users: 10, RatioToCeiling: 0.84, MeetsCeiling: true, VsPlainCopy: 1.2, AheadOfCopy: true, VsPreRendered: 0.9},
+		{Users: 50, RatioToCeiling: 0.78, MeetsCeiling: false, VsPlainCopy: 0.9, AheadOfCopy: false, VsPreRendered: 0.936},
+		{Users: 100, RatioToCeiling: 0.81, MeetsCeiling: true},
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Users != w.Users || g.MeetsCeiling != w.MeetsCeiling || g.AheadOfCopy != w.AheadOfCopy ||
+			!near(g.VsPlainCopy, w.VsPlainCopy) || !near(g.VsPreRendered, w.VsPreRendered) {
+			t.Errorf("target %d = %+v, want %+v", i, g, w)
+		}
+	}
+	md := targetsMarkdown(got)
+	for _, s := range []string{"| 10 | 0.84 | yes | 1.20 | yes | 0.90 |", "| 50 | 0.78 | **no** | 0.90 | **no** | 0.94 |", "| 100 | 0.81 | yes | – | – | – |"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("Targets section lacks %q:\n%s", s, md)
+		}
+	}
+	if targetsMarkdown(nil) != "" {
+		t.Error("a run without the target strategy has a Targets section")
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-3 }
