@@ -438,7 +438,14 @@ func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer)
 		c.tel.PostgrescopyBytes.Add(ctx, int64(r.Bytes), metric.WithAttributes(attribute.String("table", r.Table)))
 	}
 	if ce := c.logger.Check(zap.DebugLevel, "batch written"); ce != nil {
-		ce.Write(zap.Int("rows", set.TotalRows()), zap.Duration("duration", time.Since(begin)))
+		// The client is shared by every signal: the line names its tables.
+		tables := make([]string, 0, len(res))
+		for _, r := range res {
+			if r.Rows+r.Rejected > 0 {
+				tables = append(tables, r.Table)
+			}
+		}
+		ce.Write(zap.Int("rows", set.TotalRows()), zap.Strings("tables", tables), zap.Duration("duration", time.Since(begin)))
 	}
 	return nil
 }

@@ -11,13 +11,11 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
-	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 )
 
@@ -55,7 +53,7 @@ func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
 	cfg, schemaName := testConfig(t)
 	ctx := context.Background()
 	f := NewFactory()
-	set := exportertest.NewNopSettings(metadata.Type)
+	set, logs := observedSettings()
 
 	te, err := f.CreateTraces(ctx, set, cfg)
 	require.NoError(t, err)
@@ -104,6 +102,16 @@ func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
 	require.EqualValues(t, 1000, pgtest.Count(t, pool, schemaName, "spans"))
 	require.EqualValues(t, 1, pgtest.Count(t, pool, schemaName, "metrics_gauge"))
 	require.EqualValues(t, 1, pgtest.Count(t, pool, schemaName, "logs"))
+
+	// Each commit's debug line names its tables, whichever signal's
+	// settings the shared client was built with.
+	written := map[string]int{}
+	for _, e := range logs.FilterMessage("batch written").All() {
+		tables, _ := e.ContextMap()["tables"].([]any)
+		require.Len(t, tables, 1, "one signal per push: %v", e.ContextMap())
+		written[tables[0].(string)]++
+	}
+	require.Equal(t, map[string]int{"spans": 4, "metrics_gauge": 1, "logs": 1}, written)
 
 	sharedMu.Lock()
 	require.Empty(t, shared, "the shared client is released after the last shutdown")

@@ -32,7 +32,7 @@ func acquireClient(cfg *Config, set component.TelemetrySettings) (*sharedClient,
 	if s, ok := shared[cfg]; ok {
 		return s, nil
 	}
-	c, err := newClient(cfg, set)
+	c, err := newClient(cfg, withoutSignal(set))
 	if err != nil {
 		return nil, err
 	}

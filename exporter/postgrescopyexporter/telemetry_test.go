@@ -1,0 +1,83 @@
+package postgrescopyexporter
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// injectingCore stands for the Collector's zap core, which adds the
+// component's attributes to every entry and takes them out on request.
+type injectingCore struct {
+	zapcore.Core
+	base  zapcore.Core
+	attrs []zap.Field
+}
+
+func newInjectingCore(base zapcore.Core, attrs ...zap.Field) injectingCore {
+	return injectingCore{Core: base.With(attrs), base: base, attrs: attrs}
+}
+
+func (c injectingCore) DropInjectedAttributes(drop ...string) zapcore.Core {
+	var kept []zap.Field
+	for _, f := range c.attrs {
+		if !slices.Contains(drop, f.Key) {
+			kept = append(kept, f)
+		}
+	}
+	return newInjectingCore(c.base, kept...)
+}
+
+type injectingMeterProvider struct {
+	metric.MeterProvider
+	dropped *[]string
+}
+
+func (p injectingMeterProvider) DropInjectedAttributes(drop ...string) metric.MeterProvider {
+	*p.dropped = append(*p.dropped, drop...)
+	return p
+}
+
+func TestSharedClientTelemetryHasNoSignal(t *testing.T) {
+	obs, logs := observer.New(zapcore.DebugLevel)
+	var dropped []string
+	set := componenttest.NewNopTelemetrySettings()
+	set.Logger = zap.New(newInjectingCore(obs,
+		zap.String("otelcol.component.id", "postgrescopy"), zap.String(signalKey, "traces")))
+	set.MeterProvider = injectingMeterProvider{MeterProvider: noop.NewMeterProvider(), dropped: &dropped}
+
+	cfg := createDefaultConfig().(*Config)
+	s, err := acquireClient(cfg, set)
+	require.NoError(t, err)
+	defer s.forget()
+
+	s.c.logger.Info("batch written")
+	set.Logger.Info("a line of the traces exporter itself")
+	entries := logs.AllUntimed()
+	require.Len(t, entries, 2)
+	shared, own := entries[0].ContextMap(), entries[1].ContextMap()
+	assert.NotContains(t, shared, signalKey, "the shared client writes for every signal")
+	assert.Equal(t, "postgrescopy", shared["otelcol.component.id"])
+	assert.Equal(t, "traces", own[signalKey], "the exporter's own settings keep their signal")
+	assert.Equal(t, []string{signalKey}, dropped)
+}
+
+func TestWithoutSignalKeepsPlainProviders(t *testing.T) {
+	obs, logs := observer.New(zapcore.InfoLevel)
+	set := componenttest.NewNopTelemetrySettings()
+	set.Logger = zap.New(obs).With(zap.String("kept", "yes"))
+	mp := set.MeterProvider
+	got := withoutSignal(set)
+	got.Logger.Info("x")
+	require.Equal(t, 1, logs.Len())
+	assert.Equal(t, "yes", logs.All()[0].ContextMap()["kept"])
+	assert.Equal(t, mp, got.MeterProvider)
+}
