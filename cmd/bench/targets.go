@@ -29,7 +29,8 @@ type target struct {
 	MeetsCeiling   bool    `json:"meets_ceiling_target"`
 	// VsPlainCopy is its rows/s over plainCopy's (0 when that did not run).
 	VsPlainCopy float64 `json:"vs_plain_copy,omitempty"`
-	AheadOfCopy bool    `json:"ahead_of_plain_copy"`
+	// AheadOfCopy is unset when plainCopy did not run.
+	AheadOfCopy *bool `json:"ahead_of_plain_copy,omitempty"`
 	// VsPreRendered is its rows/s over preRenderedCopy's (0 when that did not run).
 	VsPreRendered float64 `json:"vs_pre_rendered_copy,omitempty"`
 }
@@ -52,7 +53,8 @@ func targets(strategies []result) []target {
 		t := target{Users: r.Users, RatioToCeiling: r.RatioToCeiling, MeetsCeiling: r.RatioToCeiling >= targetRatio}
 		if p := rate(plainCopy, r.Users); p > 0 {
 			t.VsPlainCopy = r.RowsPerS / p
-			t.AheadOfCopy = t.VsPlainCopy > 1
+			ahead := t.VsPlainCopy > 1
+			t.AheadOfCopy = &ahead
 		}
 		if p := rate(preRenderedCopy, r.Users); p > 0 {
 			t.VsPreRendered = r.RowsPerS / p
@@ -83,8 +85,8 @@ func targetsMarkdown(ts []target) string {
 	}
 	for _, t := range ts {
 		ahead := "–"
-		if t.VsPlainCopy > 0 {
-			ahead = yesNo(t.AheadOfCopy)
+		if t.AheadOfCopy != nil {
+			ahead = yesNo(*t.AheadOfCopy)
 		}
 		w("| %d | %.2f | %s | %s | %s | %s |\n", t.Users, t.RatioToCeiling, yesNo(t.MeetsCeiling), ratio(t.VsPlainCopy), ahead, ratio(t.VsPreRendered))
 	}

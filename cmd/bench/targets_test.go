@@ -25,14 +25,16 @@ func TestTargets(t *testing.T) {
 	if len(got) != 3 {
 		t.Fatalf("got %d targets, want 3: %+v", len(got), got)
 	}
+	yes, no := true, false
 	want := []target{
-		{Users: 10, RatioToCeiling: 0.84, MeetsCeiling: true, VsPlainCopy: 1.2, AheadOfCopy: true, VsPreRendered: 0.9},
-		{Users: 50, RatioToCeiling: 0.78, MeetsCeiling: false, VsPlainCopy: 0.9, AheadOfCopy: false, VsPreRendered: 0.936},
+		{Users: 10, RatioToCeiling: 0.84, MeetsCeiling: true, VsPlainCopy: 1.2, AheadOfCopy: &yes, VsPreRendered: 0.9},
+		{Users: 50, RatioToCeiling: 0.78, MeetsCeiling: false, VsPlainCopy: 0.9, AheadOfCopy: &no, VsPreRendered: 0.936},
 		{Users: 100, RatioToCeiling: 0.81, MeetsCeiling: true},
 	}
 	for i, w := range want {
 		g := got[i]
-		if g.Users != w.Users || g.MeetsCeiling != w.MeetsCeiling || g.AheadOfCopy != w.AheadOfCopy ||
+		if g.Users != w.Users || g.MeetsCeiling != w.MeetsCeiling || (g.AheadOfCopy == nil) != (w.AheadOfCopy == nil) ||
+			(g.AheadOfCopy != nil && *g.AheadOfCopy != *w.AheadOfCopy) ||
 			!near(g.VsPlainCopy, w.VsPlainCopy) || !near(g.VsPreRendered, w.VsPreRendered) {
 			t.Errorf("target %d = %+v, want %+v", i, g, w)
 		}
