@@ -11,10 +11,10 @@ import (
 // ceiling or better, and ahead of the plain COPY strategy: an application
 // writing its telemetry with pgx CopyFrom in batches of 5,000, as the
 // article did, which renders its values (attribute maps) while it writes.
-// pgx CopyFrom handed the exporter's JSON already rendered (copy-5000) is shown next
-// to it as a reference: it does no conversion at all while timed, so it is a
-// second COPY ceiling, through pgx, rather than a strategy an application
-// can run on telemetry.
+// pgx CopyFrom handed the exporter's JSON already rendered (copy-5000) is
+// shown next to it as a reference: it does no conversion at all while timed,
+// so it is a second COPY ceiling, through pgx, rather than a strategy an
+// application can run on telemetry.
 const (
 	targetRatio     = 0.8
 	targetStrategy  = "postgrescopy-redis"
