@@ -2,6 +2,8 @@ package coord
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,6 +19,7 @@ const (
 	fieldData   = "d" // the request; OTLP protobuf unless fieldFormat says otherwise
 	fieldItems  = "n" // spans, data points or log records in it
 	fieldFormat = "f" // the payload's format; absent on legacy OTLP entries
+	fieldKey    = "k" // the request's identity, assigned once before the XADD; absent on older entries
 )
 
 // ErrBackpressure is returned by Add when the stream holds more than its
@@ -30,12 +33,16 @@ type Keys struct {
 	Stream string // the entries
 	Bytes  string // payload bytes currently in Stream
 	Group  string // consumer group shared by every replica
+	// Epoch is a random marker written with the group. Redis losing its
+	// data (a restart without persistence, a flush) loses it too: a missing
+	// or changed epoch tells the exporter that entries may have been lost.
+	Epoch string
 }
 
 // KeysFor returns the keys of signal under prefix.
 func KeysFor(prefix, signal string) Keys {
 	tag := "{" + prefix + ":" + signal + "}"
-	return Keys{Stream: tag + ":stream", Bytes: tag + ":bytes", Group: "postgrescopy"}
+	return Keys{Stream: tag + ":stream", Bytes: tag + ":bytes", Group: "postgrescopy", Epoch: tag + ":epoch"}
 }
 
 // Bounds cap what a stream may hold before Add refuses; zero means no bound.
@@ -86,11 +93,51 @@ func (s *Stream) Keys() Keys { return s.keys }
 
 // EnsureGroup creates the stream and the consumer group when missing.
 func (s *Stream) EnsureGroup(ctx context.Context) error {
-	err := s.rdb.XGroupCreateMkStream(ctx, s.keys.Stream, s.keys.Group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("create consumer group on %s: %w", s.keys.Stream, err)
+	_, err := s.Ensure(ctx)
+	return err
+}
+
+// Ensure creates the stream and the consumer group when missing, and the
+// epoch marker with them, and returns the epoch. The group starts at id 0:
+// entries added before it existed (after Redis lost the group) are read.
+func (s *Stream) Ensure(ctx context.Context) (string, error) {
+	var create *redis.StatusCmd
+	var epoch *redis.StringCmd
+	_, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		create = pipe.XGroupCreateMkStream(ctx, s.keys.Stream, s.keys.Group, "0")
+		pipe.SetNX(ctx, s.keys.Epoch, newEpoch(), 0)
+		epoch = pipe.Get(ctx, s.keys.Epoch)
+		return nil
+	})
+	// TxPipelined returns the first command's error; a BUSYGROUP there is
+	// the usual case, and the other commands ran.
+	if err != nil && !isBusyGroup(err) {
+		return "", fmt.Errorf("create consumer group on %s: %w", s.keys.Stream, err)
 	}
-	return nil
+	if err := create.Err(); err != nil && !isBusyGroup(err) {
+		return "", fmt.Errorf("create consumer group on %s: %w", s.keys.Stream, err)
+	}
+	e, err := epoch.Result()
+	if err != nil {
+		return "", fmt.Errorf("read epoch of %s: %w", s.keys.Stream, err)
+	}
+	return e, nil
+}
+
+func isBusyGroup(err error) bool { return strings.HasPrefix(err.Error(), "BUSYGROUP") }
+
+// IsNoGroup reports whether err says the stream or its consumer group is
+// missing: Redis lost them (or they were deleted), and Ensure must recreate
+// them.
+func IsNoGroup(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.Contains(re.Error(), "NOGROUP")
+}
+
+func newEpoch() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return strconv.FormatInt(time.Now().UnixMilli(), 10) + "-" + hex.EncodeToString(b[:])
 }
 
 // Add appends one request in the legacy format (OTLP protobuf, no format
@@ -103,12 +150,23 @@ func (s *Stream) Add(ctx context.Context, payload []byte, items int) (string, er
 // AddFormat is Add with the payload's format recorded in the entry; an empty
 // format writes a legacy entry.
 func (s *Stream) AddFormat(ctx context.Context, format string, payload []byte, items int) (string, error) {
+	return s.AddEntry(ctx, "", format, payload, items)
+}
+
+// AddEntry is AddFormat with the request's key recorded in the entry: the
+// identity a flush worker's ledger uses, so that a resent XADD (one request,
+// two entries) is written once while distinct requests with identical bytes
+// are two. An empty key writes no key field.
+func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byte, items int) (string, error) {
 	if err := s.checkBounds(ctx, int64(len(payload))); err != nil {
 		return "", err
 	}
 	values := []any{fieldData, payload, fieldItems, items}
 	if format != "" {
 		values = append(values, fieldFormat, format)
+	}
+	if key != "" {
+		values = append(values, fieldKey, key)
 	}
 	var xadd *redis.StringCmd
 	// MULTI/EXEC keeps the bytes counter exact: an ack between a bare XADD
@@ -168,6 +226,9 @@ type Entry struct {
 	Items int
 	// Format is the payload's format; empty for legacy OTLP protobuf entries.
 	Format string
+	// Key is the request's identity given to AddEntry; empty on entries
+	// written without one.
+	Key string
 	// Redelivered is true when the entry may have been processed before (it
 	// came from a pending list): the ledger must be consulted.
 	Redelivered bool
@@ -187,6 +248,9 @@ func toEntries(msgs []redis.XMessage, redelivered bool) []Entry {
 		}
 		if f, ok := m.Values[fieldFormat].(string); ok {
 			e.Format = f
+		}
+		if k, ok := m.Values[fieldKey].(string); ok {
+			e.Key = k
 		}
 		out = append(out, e)
 	}
@@ -218,9 +282,12 @@ func (s *Stream) ReadNew(ctx context.Context, count int64, block time.Duration) 
 // ReadOwnPending re-reads entries delivered to this consumer and not yet
 // acknowledged (after a failed flush), without blocking.
 func (s *Stream) ReadOwnPending(ctx context.Context, count int64) ([]Entry, error) {
+	// Block -1 sends no BLOCK argument, and the client's read timeout
+	// applies; Block 0 would send BLOCK 0, for which go-redis sets no read
+	// deadline at all, and a half-open connection would stop the worker.
 	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: s.keys.Group, Consumer: s.consumer,
-		Streams: []string{s.keys.Stream, "0"}, Count: count,
+		Streams: []string{s.keys.Stream, "0"}, Count: count, Block: -1,
 	}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -278,24 +345,41 @@ type Stats struct {
 	Entries int64 // in the stream (new and pending)
 	Pending int64 // delivered, not yet acknowledged
 	Bytes   int64 // payload bytes in the stream
+	// GroupMissing is true when the consumer group (or the stream) does not
+	// exist: nothing reads the entries until Ensure recreates it.
+	GroupMissing bool
+	Epoch        string // the epoch marker; empty when missing
 }
 
-// Stats reads the backlog.
+// Stats reads the backlog. A missing group does not fail it: the entries and
+// bytes counted are the truth while nothing can read them.
 func (s *Stream) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
 	pipe := s.rdb.Pipeline()
 	xlen := pipe.XLen(ctx, s.keys.Stream)
 	pend := pipe.XPending(ctx, s.keys.Stream, s.keys.Group)
 	bytes := pipe.Get(ctx, s.keys.Bytes)
-	_, err := pipe.Exec(ctx)
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return st, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	epoch := pipe.Get(ctx, s.keys.Epoch)
+	// Exec's error is the first command's; each is checked below.
+	_, _ = pipe.Exec(ctx)
+	var err error
+	if st.Entries, err = xlen.Result(); err != nil {
+		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 	}
-	st.Entries = xlen.Val()
-	if p, err := pend.Result(); err == nil {
+	switch p, err := pend.Result(); {
+	case err == nil:
 		st.Pending = p.Count
+	case IsNoGroup(err):
+		st.GroupMissing = true
+	default:
+		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 	}
-	st.Bytes, _ = bytes.Int64()
+	if st.Bytes, err = bytes.Int64(); err != nil && !errors.Is(err, redis.Nil) {
+		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	}
+	if st.Epoch, err = epoch.Result(); err != nil && !errors.Is(err, redis.Nil) {
+		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	}
 	return st, nil
 }
 
