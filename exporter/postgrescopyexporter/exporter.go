@@ -164,7 +164,7 @@ func (e *pgExporter) enqueue(ctx context.Context, signal string, items int, add 
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", signal, err))
 	}
-	return e.shared.c.enqueue(ctx, signal, buf, items)
+	return e.shared.c.enqueue(ctx, signal, newRequestKey(), buf, items)
 }
 
 func (e *pgExporter) isStarted() bool {

@@ -72,6 +72,7 @@ const quietPolls = 5
 // ledger rows, then acknowledges and deletes them.
 type flusher struct {
 	c      *client
+	rs     *redisSide
 	sig    signal
 	stream *coord.Stream
 	rc     *RedisConfig
@@ -104,6 +105,14 @@ func (f *flusher) run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			if coord.IsNoGroup(err) {
+				// Redis lost the stream or the group (a restart without
+				// persistence): recreate them, and read what was added since.
+				f.problem("Redis lost the consumer group; recreating it", err)
+				if err := f.rs.ensure(ctx, f.c, f.sig.name, f.stream); err == nil {
+					continue
+				}
+			}
 			f.ownPending = true
 			f.problem("flush worker is retrying", err)
 			sleep(ctx, backoff)
@@ -118,15 +127,19 @@ func (f *flusher) run(ctx context.Context) {
 	}
 }
 
-// waitGroup creates the consumer group, waiting for Redis if needed.
+// waitGroup creates the consumer group, waiting for Redis if needed. Start
+// logged an unreachable Redis already: the wait is logged at debug level.
 func (f *flusher) waitGroup(ctx context.Context) {
 	delay := 500 * time.Millisecond
 	for ctx.Err() == nil {
-		err := f.stream.EnsureGroup(ctx)
+		err := f.rs.ensure(ctx, f.c, f.sig.name, f.stream)
 		if err == nil {
 			return
 		}
-		f.problem("waiting for Redis", err)
+		if s := err.Error(); s != f.lastProblem {
+			f.lastProblem = s
+			f.logger.Debug("waiting for Redis", zap.String("stream", f.stream.Keys().Stream), zap.Error(err))
+		}
 		sleep(ctx, delay)
 		delay = min(delay*2, 10*time.Second)
 	}
@@ -239,13 +252,13 @@ func (f *flusher) next(ctx context.Context) ([]coord.Entry, error) {
 }
 
 // flush writes entries' rows and their ledger keys in one transaction, then
-// acknowledges the entries. An entry's ledger key is a hash of its payload
-// (pgwrite.PayloadID), not its stream id, so that both a redelivered entry (a
+// acknowledges the entries. An entry's ledger key is its request's key
+// (assigned once, before the XADD), so that both a redelivered entry (a
 // crash between COMMIT and XACK) and a request added twice (a lost XADD
-// reply, retried) are recognized: they are acknowledged, not written again.
+// reply, resent) are recognized: they are acknowledged, not written again.
+// Two requests with identical bytes have two keys: both are written.
 func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 	key := f.stream.Keys().Stream
-	// Hash each payload once: the lookup and the write both need it.
 	all := make([]keyedEntry, 0, len(entries))
 	known := entries[:0:0]
 	for _, e := range entries {
@@ -257,7 +270,7 @@ func (f *flusher) flush(ctx context.Context, entries []coord.Entry) error {
 			continue
 		}
 		known = append(known, e)
-		all = append(all, keyedEntry{Entry: e, key: pgwrite.PayloadID(e.Data)})
+		all = append(all, keyedEntry{Entry: e, key: ledgerKey(e)})
 	}
 	entries = known
 	if len(entries) == 0 {
@@ -303,6 +316,16 @@ func entryBytes(e coord.Entry) int {
 // readable reports whether this release reads e's format.
 func readable(e coord.Entry) bool {
 	return e.Format == "" || e.Format == rows.EntryFormat
+}
+
+// ledgerKey is an entry's identity in the ledger: its request's key, or for
+// an entry written without one (by an older release) its stream id, which
+// still recognizes a redelivery.
+func ledgerKey(e coord.Entry) string {
+	if e.Key != "" {
+		return e.Key
+	}
+	return e.ID
 }
 
 // keyedEntry is a stream entry with its ledger key.

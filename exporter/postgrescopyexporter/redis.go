@@ -20,12 +20,19 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 )
 
-// Maintenance periods of the Redis side.
+// statsEvery is how often the backlog gauges are refreshed and the epoch
+// markers checked; a variable so that tests can shorten it.
+var statsEvery = 5 * time.Second
+
+// Maintenance periods and limits of the Redis side.
 const (
-	statsEvery         = 5 * time.Second
 	consumerPruneEvery = 10 * time.Minute
 	consumerIdleLimit  = time.Hour
 	backpressureDelay  = time.Second
+	// redisTimeout bounds every socket read and write to Redis (a blocking
+	// read gets its block time on top, go-redis adds 10s to it): a half-open
+	// connection fails the call instead of stopping a worker.
+	redisTimeout = 5 * time.Second
 )
 
 // redisSide is the client's Redis coordination: the streams Consume adds to,
@@ -40,7 +47,10 @@ type redisSide struct {
 	reg      metric.Registration
 
 	mu    sync.Mutex
-	stats map[string]coord.Stats
+	stats map[string]coord.Stats // last read, by signal
+	// epochs holds each signal's epoch marker as last seen: one that
+	// vanishes or changes means Redis lost the stream.
+	epochs map[string]string
 }
 
 func defaultConsumerName() string {
@@ -67,7 +77,16 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 	}
 	// Cancelling a context must abort a blocked XREADGROUP at shutdown.
 	opt.ContextTimeoutEnabled = true
+	// Every call is timed, whatever the URL asked: without a read deadline a
+	// half-open connection would hold a flush worker until shutdown.
+	if opt.ReadTimeout <= 0 {
+		opt.ReadTimeout = redisTimeout
+	}
+	if opt.WriteTimeout <= 0 {
+		opt.WriteTimeout = redisTimeout
+	}
 	opt.PoolSize = max(opt.PoolSize, 3*rc.Workers+4)
+	routeRedisLogs(c.logger)
 	rs := &redisSide{
 		rc:       rc,
 		rdb:      redis.NewClient(opt),
@@ -75,10 +94,22 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 		consumer: rc.Consumer,
 		adders:   map[string]*coord.Stream{},
 		stats:    map[string]coord.Stats{},
+		epochs:   map[string]string{},
 	}
 	if rs.consumer == "" {
 		rs.consumer = defaultConsumerName()
 	}
+	if err := c.checkRedis(ctx, rs, opt); err != nil {
+		_ = rs.rdb.Close()
+		return err
+	}
+	reg, err := c.tel.RegisterStreamGauges(rs.observe)
+	if err != nil {
+		_ = rs.rdb.Close()
+		return err
+	}
+	rs.reg = reg
+	c.redis = rs
 	bounds := coord.Bounds{MaxBytes: rc.MaxPendingBytes, MaxEntries: rc.MaxPendingEntries}
 	for _, sig := range signals {
 		keys := coord.KeysFor(rc.KeyPrefix, sig.name)
@@ -86,6 +117,7 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 		for w := 0; w < rc.Workers; w++ {
 			f := &flusher{
 				c:      c,
+				rs:     rs,
 				sig:    sig,
 				batch:  c.cfg.newBatch(c.layout),
 				stream: coord.NewStream(rs.rdb, keys, bounds, fmt.Sprintf("%s-%s-%d", rs.consumer, sig.name, w)),
@@ -97,12 +129,6 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 			go f.run(bg)
 		}
 	}
-	reg, err := c.tel.RegisterStreamGauges(rs.observe)
-	if err != nil {
-		return err
-	}
-	rs.reg = reg
-	c.redis = rs
 	c.wg.Add(1)
 	go c.maintainRedis(bg)
 	c.logger.Info("coordinating through Redis", zap.String("redis", rs.addr),
@@ -118,7 +144,53 @@ func (rs *redisSide) observe(yield func(signal string, entries, pending, bytes i
 	}
 }
 
-// maintainRedis refreshes the backlog gauges and forgets dead consumers.
+// ensure creates a signal's stream and group when missing and checks the
+// epoch it returns against the one last seen.
+func (rs *redisSide) ensure(ctx context.Context, c *client, sig string, s *coord.Stream) error {
+	epoch, err := s.Ensure(ctx)
+	if err != nil {
+		return err
+	}
+	rs.mu.Lock()
+	known := rs.epochs[sig]
+	rs.epochs[sig] = epoch
+	last := rs.stats[sig]
+	rs.mu.Unlock()
+	if known != "" && known != epoch {
+		c.reportLoss(ctx, sig, s.Keys().Stream, last)
+	}
+	return nil
+}
+
+// lost records that the epoch known, read before st, is gone; it reports
+// the loss unless another caller (a flush worker recreating the group) did.
+func (rs *redisSide) lost(ctx context.Context, c *client, sig, stream, known string, st coord.Stats) {
+	rs.mu.Lock()
+	if rs.epochs[sig] != known {
+		rs.mu.Unlock()
+		return
+	}
+	rs.epochs[sig] = st.Epoch
+	last := rs.stats[sig]
+	rs.mu.Unlock()
+	c.reportLoss(ctx, sig, stream, last)
+}
+
+// reportLoss says loudly that Redis lost a stream. What was lost is not
+// known: the backlog last seen (up to statsEvery before) is the estimate.
+func (c *client) reportLoss(ctx context.Context, sig, stream string, last coord.Stats) {
+	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", sig)))
+	c.tel.PostgrescopyRedisDataLoss.Add(ctx, 1, attrs)
+	c.tel.PostgrescopyRedisLostEntries.Add(ctx, last.Entries, attrs)
+	c.logger.Error("Redis lost the stream and its consumer group (a restart without persistence, a failover to an empty replica, or deleted keys): "+
+		"requests acknowledged to clients and not yet written to PostgreSQL are lost, up to the backlog last seen; "+
+		"the stream and group are recreated and new requests are written. Turn on Redis persistence (appendonly yes) to keep them",
+		zap.String("redis", c.redis.addr), zap.String("signal", sig), zap.String("stream", stream),
+		zap.Int64("last_seen_entries", last.Entries), zap.Int64("last_seen_bytes", last.Bytes))
+}
+
+// maintainRedis refreshes the backlog gauges, notices when Redis lost a
+// stream, and forgets dead consumers.
 func (c *client) maintainRedis(ctx context.Context) {
 	defer c.wg.Done()
 	rs := c.redis
@@ -132,10 +204,26 @@ func (c *client) maintainRedis(ctx context.Context) {
 		case <-tick.C:
 		}
 		for sig, s := range rs.adders {
-			if st, err := s.Stats(ctx); err == nil {
-				rs.mu.Lock()
-				rs.stats[sig] = st
-				rs.mu.Unlock()
+			rs.mu.Lock()
+			known := rs.epochs[sig]
+			rs.mu.Unlock()
+			st, err := s.Stats(ctx)
+			if err != nil {
+				continue
+			}
+			// Before the first group creation (Redis unreachable at start)
+			// there is nothing to compare with: the workers create it.
+			if known != "" && st.Epoch != known {
+				rs.lost(ctx, c, sig, s.Keys().Stream, known, st)
+			}
+			rs.mu.Lock()
+			rs.stats[sig] = st
+			rs.mu.Unlock()
+			if known != "" && (st.GroupMissing || st.Epoch == "") {
+				// Recreate it now rather than wait for a worker's NOGROUP.
+				if err := rs.ensure(ctx, c, sig, s); err != nil && ctx.Err() == nil {
+					c.logger.Debug("recreating the consumer group failed", zap.String("stream", s.Keys().Stream), zap.Error(err))
+				}
 			}
 		}
 		if time.Since(lastConsumers) >= consumerPruneEvery {
@@ -151,10 +239,12 @@ func (c *client) maintainRedis(ctx context.Context) {
 
 // enqueue hands one request to its signal's stream. It succeeds only once
 // Redis holds the entry; a full stream is a throttled, retryable error.
-func (c *client) enqueue(ctx context.Context, signal string, payload []byte, items int) error {
+// key is the request's identity (newRequestKey), the flush workers' ledger
+// key: the same for every entry of one request (a resent XADD).
+func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte, items int) error {
 	rs := c.redis
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", signal)))
-	_, err := rs.adders[signal].AddFormat(ctx, rows.EntryFormat, payload, items)
+	_, err := rs.adders[signal].AddEntry(ctx, key, rows.EntryFormat, payload, items)
 	if errors.Is(err, coord.ErrBackpressure) {
 		c.tel.PostgrescopyBackpressure.Add(ctx, 1, attrs)
 		return exporterhelper.NewThrottleRetry(err, backpressureDelay)
@@ -164,6 +254,13 @@ func (c *client) enqueue(ctx context.Context, signal string, payload []byte, ite
 	}
 	c.tel.PostgrescopyEntriesAdded.Add(ctx, 1, attrs)
 	return nil
+}
+
+// newRequestKey returns a random 128-bit request identity, in hex.
+func newRequestKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (c *client) stopRedis() {

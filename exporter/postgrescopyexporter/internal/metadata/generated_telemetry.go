@@ -30,6 +30,8 @@ type TelemetryBuilder struct {
 	PostgrescopyLedgerHits         metric.Int64Counter
 	PostgrescopyUndecodableEntries metric.Int64Counter
 	PostgrescopyRejectedRows       metric.Int64Counter
+	PostgrescopyRedisDataLoss      metric.Int64Counter
+	PostgrescopyRedisLostEntries   metric.Int64Counter
 }
 
 // NewTelemetryBuilder creates every instrument.
@@ -60,6 +62,10 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"Stream entries that could not be read (malformed rows, a failed checksum, invalid OTLP) and were skipped, by signal.", "{entry}")
 	tb.PostgrescopyRejectedRows = counter("otelcol_postgrescopy_rejected_rows",
 		"Rows PostgreSQL refused, stored in the rejects table instead of their own, by table.", "{row}")
+	tb.PostgrescopyRedisDataLoss = counter("otelcol_postgrescopy_redis_data_loss",
+		"Times Redis was found to have lost a signal's stream (its epoch marker vanished or changed, a restart without persistence, deleted keys), by signal.", "{event}")
+	tb.PostgrescopyRedisLostEntries = counter("otelcol_postgrescopy_redis_lost_entries",
+		"Entries in the signal's stream when last seen before Redis lost it, an estimate of the requests lost, by signal.", "{entry}")
 	tb.PostgrescopyCopyDuration, err = m.Float64Histogram("otelcol_postgrescopy_write_duration",
 		metric.WithDescription("Duration of one batch's transaction (every COPY and the commit), by outcome."),
 		metric.WithUnit("s"),

@@ -1,0 +1,194 @@
+package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/postgrescopy/postgrescopy/internal/coord"
+)
+
+// redisLogger receives go-redis's own log lines (a failed dial, a bad
+// connection put back). go-redis has one process-wide logger: the exporter
+// started last receives the lines of every client.
+var (
+	redisLogger    atomic.Pointer[zap.Logger]
+	redisLoggerSet sync.Once
+)
+
+type zapRedisLogger struct{}
+
+func (zapRedisLogger) Printf(_ context.Context, format string, v ...any) {
+	if l := redisLogger.Load(); l != nil {
+		l.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+	}
+}
+
+// routeRedisLogs sends go-redis's log lines to logger instead of stderr.
+func routeRedisLogs(logger *zap.Logger) {
+	redisLogger.Store(logger.With(zap.String("source", "go-redis")))
+	redisLoggerSet.Do(func() { redis.SetLogger(zapRedisLogger{}) })
+}
+
+// probeSignal names the keys the start check writes, under key_prefix like
+// the streams' (an ACL that covers the prefix covers them).
+const probeSignal = "probe"
+
+// checkRedis checks at start what PostgreSQL's start checks: that Redis
+// accepts the credentials and lets this user run the commands the exporter
+// uses. A refusal fails the start with the fix; an unreachable Redis does not
+// (the flush workers wait for it), and is logged once.
+func (c *client) checkRedis(ctx context.Context, rs *redisSide, opt *redis.Options) error {
+	cctx, cancel := context.WithTimeout(ctx, startAttempt)
+	defer cancel()
+	user := opt.Username
+	if user == "" {
+		user = "default"
+	}
+	where := fmt.Sprintf("redis::endpoint %s (user %q)", rs.addr, user)
+	err := rs.rdb.Ping(cctx).Err()
+	if err == nil {
+		var denied []string
+		denied, err = probeCommands(cctx, rs.rdb, rs.rc.KeyPrefix)
+		if len(denied) > 0 {
+			return redactErr(fmt.Errorf("postgrescopy: %s lacks Redis permissions the exporter needs: %s; grant them, e.g. "+
+				"ACL SETUSER %s +@connection +@stream +@string +@scripting +@transaction ~{%s:*",
+				where, strings.Join(denied, "; "), user, rs.rc.KeyPrefix), opt.Password)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	if isAuthError(err) {
+		return redactErr(fmt.Errorf("postgrescopy: %s refused the credentials: %w; set redis::username and redis::password "+
+			"(or the endpoint URL's user and password) to a user this Redis accepts", where, err), opt.Password)
+	}
+	c.logger.Warn("Redis is not reachable yet; flush workers wait for it in the background, requests are refused meanwhile",
+		zap.String("redis", rs.addr), zap.Error(redactErr(err, opt.Password)))
+	return nil
+}
+
+func isAuthError(err error) bool {
+	s := err.Error()
+	for _, m := range []string{"WRONGPASS", "NOAUTH", "invalid password", "invalid username-password", "without any password configured"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// isPermError reports an ACL refusal, of a command or of a command inside a
+// script.
+func isPermError(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "NOPERM") || strings.Contains(s, "can't run this command")
+}
+
+// probeCommands runs the exporter's commands against probe keys and returns
+// the refusals, one per command refused. Errors other than refusals (the
+// probe keys' state) are ignored, except a connection failure, returned.
+func probeCommands(ctx context.Context, rdb *redis.Client, prefix string) ([]string, error) {
+	keys := coord.KeysFor(prefix, probeSignal)
+	const consumer = "postgrescopy-probe"
+	s := coord.NewStream(rdb, keys, coord.Bounds{MaxBytes: 1 << 40, MaxEntries: 1 << 30}, consumer)
+	defer func() {
+		// Best effort: DEL is not a command the exporter otherwise needs.
+		_ = rdb.Del(context.WithoutCancel(ctx), keys.Stream, keys.Bytes, keys.Epoch).Err()
+	}()
+	var id, txID string
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"XGROUP CREATE", func() error {
+			return rdb.XGroupCreateMkStream(ctx, keys.Stream, keys.Group, "0").Err()
+		}},
+		{"SET", func() error { return rdb.SetNX(ctx, keys.Epoch, "probe", time.Minute).Err() }},
+		{"GET", func() error { return rdb.Get(ctx, keys.Epoch).Err() }},
+		{"INCRBY", func() error { return rdb.IncrBy(ctx, keys.Bytes, 0).Err() }},
+		{"DECRBY", func() error { return rdb.DecrBy(ctx, keys.Bytes, 0).Err() }},
+		{"XADD", func() error {
+			var err error
+			id, err = rdb.XAdd(ctx, &redis.XAddArgs{Stream: keys.Stream, Values: []any{"d", "", "n", 0}}).Result()
+			return err
+		}},
+		{"MULTI/EXEC", func() error {
+			var err error
+			txID, err = s.AddEntry(ctx, "probe", "probe", nil, 0)
+			return err
+		}},
+		{"XLEN", func() error { return rdb.XLen(ctx, keys.Stream).Err() }},
+		{"XREADGROUP", func() error { _, err := s.ReadNew(ctx, 2, time.Millisecond); return err }},
+		{"XAUTOCLAIM", func() error { _, err := s.Claim(ctx, time.Hour, 1); return err }},
+		{"XPENDING", func() error { return rdb.XPending(ctx, keys.Stream, keys.Group).Err() }},
+		{"XINFO CONSUMERS", func() error { return rdb.XInfoConsumers(ctx, keys.Stream, keys.Group).Err() }},
+		{"XACK", func() error { return rdb.XAck(ctx, keys.Stream, keys.Group, "0-1").Err() }},
+		{"XDEL", func() error { return rdb.XDel(ctx, keys.Stream, "0-1").Err() }},
+		{"EVAL", func() error { return rdb.Eval(ctx, "return 1", []string{keys.Stream}).Err() }},
+		{"EVALSHA and the ack script (XACK, XDEL, DECRBY, SET)", func() error {
+			entries := []coord.Entry{{ID: "0-1"}}
+			for _, id := range []string{id, txID} {
+				if id != "" {
+					entries = append(entries, coord.Entry{ID: id})
+				}
+			}
+			return s.Ack(ctx, entries)
+		}},
+		{"XGROUP DELCONSUMER", func() error {
+			return rdb.XGroupDelConsumer(ctx, keys.Stream, keys.Group, consumer).Err()
+		}},
+	}
+	var denied []string
+	for _, st := range steps {
+		err := st.run()
+		switch {
+		case err == nil || errors.Is(err, redis.Nil):
+		case isPermError(err):
+			denied = append(denied, fmt.Sprintf("%s refused (%s)", st.name, redisMessage(err)))
+		case !isRedisReply(err):
+			return denied, err
+		}
+	}
+	return denied, nil
+}
+
+// isRedisReply reports whether err is an error reply from Redis (the probe
+// keys' state, a refusal), not a connection failure.
+func isRedisReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// redisMessage is the reply of err without the wrapping of coord's errors.
+func redisMessage(err error) string {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return re.Error()
+	}
+	return err.Error()
+}
+
+// redactedError hides a secret that an error message might hold (no Redis
+// reply is known to echo the password; this makes sure).
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+func redactErr(err error, secret string) error {
+	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
+		return err
+	}
+	return &redactedError{msg: strings.ReplaceAll(err.Error(), secret, "[REDACTED]"), err: err}
+}

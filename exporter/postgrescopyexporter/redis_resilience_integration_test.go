@@ -1,0 +1,250 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+)
+
+// startObservedTraces is startTraces with the exporter's logs observed.
+func startObservedTraces(t *testing.T, cfg *Config) (exporter.Traces, *componenttest.Telemetry, *observer.ObservedLogs) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	core, logs := observer.New(zapcore.DebugLevel)
+	set, _ := observedSettings()
+	set.TelemetrySettings = tel.NewTelemetrySettings()
+	set.Logger = zap.New(core)
+	te, err := NewFactory().CreateTraces(context.Background(), set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, te.Shutdown(context.Background())) })
+	return te, tel, logs
+}
+
+// gaugeWhere returns a gauge's value for signal, or -1 without one.
+func gaugeWhere(tel *componenttest.Telemetry, name, signal string) int64 {
+	m, err := tel.GetMetric(name)
+	if err != nil {
+		return -1
+	}
+	for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+		if v, ok := dp.Attributes.Value("signal"); ok && v.AsString() == signal {
+			return dp.Value
+		}
+	}
+	return -1
+}
+
+func shortStats(t *testing.T) {
+	old := statsEvery
+	statsEvery = 100 * time.Millisecond
+	t.Cleanup(func() { statsEvery = old })
+}
+
+// TestRedisRestartedEmptyRecoversAndReportsTheLoss: Redis killed and
+// restarted without persistence while PostgreSQL is down. The requests Redis
+// held are lost (the README says this setup risks it): that must be reported
+// with the backlog last seen, and every request acknowledged afterwards must
+// reach PostgreSQL, with the backlog gauges telling the truth meanwhile.
+func TestRedisRestartedEmptyRecoversAndReportsTheLoss(t *testing.T) {
+	shortStats(t)
+	srv := pgtest.StartTLSServer(t)
+	rs := startRedisServer(t, "")
+	cfg := tlsExporterConfig(t, srv, "pgct-lost")
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	te, tel, logs := startObservedTraces(t, cfg)
+	ctx := context.Background()
+	pool := srv.Pool(t)
+	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
+	stored := func() int64 { n, _ := countSpans(t, q, "otel"); return n }
+
+	req := 0
+	send := func(n int) {
+		for i := 0; i < n; i++ {
+			require.NoError(t, te.ConsumeTraces(ctx, uniqueTraces(req, 10)))
+			req++
+		}
+	}
+	send(5)
+	require.Eventually(t, func() bool { return stored() == 50 }, 20*time.Second, 50*time.Millisecond)
+
+	// PostgreSQL down: the next requests wait in Redis.
+	srv.Stop(t)
+	send(4)
+	require.Eventually(t, func() bool { return gaugeWhere(tel, "otelcol_postgrescopy_redis_stream_entries", "traces") == 4 },
+		10*time.Second, 50*time.Millisecond, "the backlog shows before the loss")
+
+	rs.kill(t)
+	rs.start(t)
+	// Requests acknowledged after the restart must all be written. The
+	// first calls after the restart may meet a dead pooled connection.
+	for i := 0; i < 6; {
+		if err := te.ConsumeTraces(ctx, uniqueTraces(req, 10)); err != nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		req++
+		i++
+	}
+	require.Eventually(t, func() bool { return gaugeWhere(tel, "otelcol_postgrescopy_redis_stream_entries", "traces") == 6 },
+		10*time.Second, 50*time.Millisecond, "the backlog added after the loss shows")
+	assert.Positive(t, gaugeWhere(tel, "otelcol_postgrescopy_redis_stream_bytes", "traces"))
+
+	require.Eventually(t, func() bool {
+		return counterWhere(t, tel, "otelcol_postgrescopy_redis_data_loss", "signal", "traces") == 1
+	},
+		10*time.Second, 50*time.Millisecond, "the loss is counted")
+	assert.EqualValues(t, 4, counterWhere(t, tel, "otelcol_postgrescopy_redis_lost_entries", "signal", "traces"))
+	// Every signal's stream was lost; the traces one held the backlog.
+	lost := logs.FilterMessageSnippet("Redis lost the stream").FilterField(zap.String("signal", "traces")).All()
+	require.Len(t, lost, 1, "one error per loss")
+	assert.Equal(t, 3, logs.FilterMessageSnippet("Redis lost the stream").Len(), "one error per stream")
+	assert.Equal(t, zapcore.ErrorLevel, lost[0].Level)
+	assert.Equal(t, coord.KeysFor("pgct-lost", "traces").Stream, lost[0].ContextMap()["stream"])
+	assert.EqualValues(t, 4, lost[0].ContextMap()["last_seen_entries"])
+	assert.Positive(t, lost[0].ContextMap()["last_seen_bytes"])
+
+	srv.Start(t)
+	require.Eventually(t, func() bool {
+		return stored() == 110 && gaugeWhere(tel, "otelcol_postgrescopy_redis_stream_entries", "traces") == 0
+	}, 30*time.Second, 50*time.Millisecond, "every request acknowledged after the restart is stored")
+	total, distinct := countSpans(t, q, "otel")
+	assert.EqualValues(t, 110, total)
+	assert.EqualValues(t, 110, distinct)
+	assert.EqualValues(t, 1, counterWhere(t, tel, "otelcol_postgrescopy_redis_data_loss", "signal", "traces"), "still one loss")
+}
+
+// TestRedisIdenticalRequestsAreTwoRequests: two requests with identical bytes
+// (heartbeats without timestamps) are two requests, both stored.
+func TestRedisIdenticalRequestsAreTwoRequests(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	te, _ := startTraces(t, withRedis(cfg, prefix, "identical"))
+	ctx := context.Background()
+	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(3, "heartbeat")))
+	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(3, "heartbeat")))
+	pool := pgtest.Pool(t)
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
+	assert.EqualValues(t, 6, pgtest.Count(t, pool, schemaName, "spans"))
+}
+
+// TestRedisWrongPasswordFailsStart: the start refuses with the fix, and the
+// password is nowhere in the error.
+func TestRedisWrongPasswordFailsStart(t *testing.T) {
+	rs := startRedisServer(t, "right-secret-1")
+	cfg, _ := testConfig(t)
+	cfg = withRedis(cfg, "pgct-auth", "auth")
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Password = "wrong-secret-2"
+	te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	err = te.Start(context.Background(), componenttest.NewNopHost())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), rs.addr())
+	assert.Contains(t, err.Error(), "redis::password")
+	assert.Contains(t, err.Error(), "WRONGPASS")
+	assert.NotContains(t, err.Error(), "wrong-secret-2")
+	assert.NotContains(t, err.Error(), "right-secret-1")
+	require.NoError(t, te.Shutdown(context.Background()))
+}
+
+// TestRedisMissingPermissionFailsStart: an ACL user that may not XADD is
+// refused at start, naming the command.
+func TestRedisMissingPermissionFailsStart(t *testing.T) {
+	rs := startRedisServer(t, "")
+	admin := rs.client(t)
+	ctx := context.Background()
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "noxadd", "on", ">noxadd-pw", "~*", "&*", "+@all", "-xadd").Err())
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", "noxadd") })
+	cfg, _ := testConfig(t)
+	cfg = withRedis(cfg, "pgct-acl", "acl")
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Username = "noxadd"
+	cfg.Redis.Get().Password = "noxadd-pw"
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	err = te.Start(ctx, componenttest.NewNopHost())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"noxadd"`)
+	assert.Contains(t, err.Error(), "XADD refused")
+	assert.Contains(t, err.Error(), "ACL SETUSER noxadd")
+	assert.NotContains(t, err.Error(), "XREADGROUP refused", "only what is missing is named")
+	assert.NotContains(t, err.Error(), "noxadd-pw")
+	require.NoError(t, te.Shutdown(ctx))
+
+	// The same user with every permission starts.
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "noxadd", "+xadd").Err())
+	_, _, _ = startObservedTraces(t, cfg)
+}
+
+// TestRedisUnreachableAtStartIsLoggedOnceThroughZap: an unreachable Redis
+// does not fail the start; it is logged once, and go-redis's own lines go
+// through the Collector's logger, not stderr.
+func TestRedisUnreachableAtStartIsLoggedOnceThroughZap(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg = withRedis(cfg, "pgct-down", "down")
+	cfg.Redis.Get().Endpoint = configopaque.String(freeAddr(t))
+	cfg.Redis.Get().Workers = 2
+	_, _, logs := startObservedTraces(t, cfg)
+	require.Eventually(t, func() bool {
+		return logs.FilterField(zap.String("source", "go-redis")).Len() > 0
+	}, 20*time.Second, 50*time.Millisecond, "go-redis's lines reach the zap logger")
+	line := logs.FilterField(zap.String("source", "go-redis")).All()[0]
+	assert.Contains(t, line.Message, "dial")
+	assert.Equal(t, 1, logs.FilterMessageSnippet("Redis is not reachable yet").Len())
+	for _, e := range logs.FilterLevelExact(zapcore.WarnLevel).All() {
+		if _, fromRedis := e.ContextMap()["source"]; !fromRedis {
+			assert.True(t, strings.HasPrefix(e.Message, "Redis is not reachable yet"), "no other warning: %s", e.Message)
+		}
+	}
+}
+
+// TestRedisSameKeyAddedTwiceIsWrittenOnce stands for go-redis resending an
+// XADD whose reply was lost: one request, two entries with one key.
+func TestRedisSameKeyAddedTwiceIsWrittenOnce(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	s := coord.NewStream(rdb, coord.KeysFor(prefix, "traces"), coord.Bounds{}, "producer")
+	require.NoError(t, s.EnsureGroup(ctx))
+	// A resend carries the same bytes and the same key.
+	payloads := map[int][]byte{}
+	for _, req := range []int{1, 2} {
+		p, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(uniqueTraces(req, 10))
+		require.NoError(t, err)
+		payloads[req] = p
+	}
+	add := func(req int, key string) {
+		_, err := s.AddEntry(ctx, key, "", payloads[req], 10)
+		require.NoError(t, err)
+	}
+	add(1, "key-one")
+	add(1, "key-one") // same batch
+	add(2, "key-two")
+	_, _ = startTraces(t, withRedis(cfg, prefix, "dup"))
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
+	add(2, "key-two") // after its twin was committed
+	require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 20*time.Second, 50*time.Millisecond)
+	pool := pgtest.Pool(t)
+	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
+	total, distinct := countSpans(t, q, schemaName)
+	assert.EqualValues(t, 20, total)
+	assert.EqualValues(t, 20, distinct)
+}

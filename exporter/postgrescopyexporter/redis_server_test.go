@@ -1,0 +1,75 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// redisServer is a throwaway redis-server on its own port, without
+// persistence, that a test may kill and restart (empty) or reconfigure. The
+// machine's Redis is never touched.
+type redisServer struct {
+	port     int
+	dir      string
+	password string
+	cmd      *exec.Cmd
+}
+
+// startRedisServer starts a throwaway redis-server; password, when set, is
+// the default user's (requirepass).
+func startRedisServer(t *testing.T, password string) *redisServer {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server is needed for this test: %v", err)
+	}
+	addr := freeAddr(t)
+	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	require.NoError(t, err)
+	s := &redisServer{port: port, dir: t.TempDir(), password: password}
+	s.start(t)
+	t.Cleanup(func() { s.kill(t) })
+	return s
+}
+
+func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// client connects as the default user.
+func (s *redisServer) client(t *testing.T) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), Password: s.password})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// start starts the server, empty, and waits until it answers.
+func (s *redisServer) start(t *testing.T) {
+	t.Helper()
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "no", "--logfile", ""}
+	if s.password != "" {
+		args = append(args, "--requirepass", s.password)
+	}
+	s.cmd = exec.Command("redis-server", args...)
+	require.NoError(t, s.cmd.Start())
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), Password: s.password, MaxRetries: -1})
+	defer rdb.Close()
+	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil },
+		10*time.Second, 20*time.Millisecond, "throwaway redis-server on %s does not answer", s.addr())
+}
+
+// kill stops the server with SIGKILL: what was not persisted is gone.
+func (s *redisServer) kill(t *testing.T) {
+	t.Helper()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
