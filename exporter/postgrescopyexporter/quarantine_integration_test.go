@@ -3,6 +3,8 @@ package postgrescopyexporter
 import (
 	"context"
 	"encoding/binary"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +153,37 @@ func TestRedisDamagedEntryIsQuarantined(t *testing.T) {
 	total, _ = countSpans(t, q, schemaName)
 	assert.EqualValues(t, 3*per, total)
 	assert.EqualValues(t, 3, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"))
+}
+
+// The issue's repro end to end: 3 requests of 10 spans, each span with the
+// same 60 KB periodic attribute, compress past the reader's ratio bound with
+// S2. They were refused as damaged and deleted (3 acknowledged, 0 stored);
+// every span is stored now, and nothing is quarantined.
+func TestRedisHighlyCompressibleRequestsAreStored(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	ctx := context.Background()
+	te, tel := startTraces(t, withRedis(cfg, prefix, "compressible"))
+	blob := strings.Repeat("0123456789abcdef", 60<<10/16)
+	for req := 1; req <= 3; req++ {
+		td := uniqueTraces(req, 10)
+		ss := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		for i := 0; i < ss.Len(); i++ {
+			ss.At(i).Attributes().PutStr("payload", blob)
+		}
+		require.NoError(t, te.ConsumeTraces(ctx, td))
+	}
+	pool := pgtest.Pool(t)
+	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
+	require.Eventually(t, func() bool {
+		total, _ := countSpans(t, q, schemaName)
+		return total == 30 && streamLen(t, rdb, prefix) == 0
+	}, 20*time.Second, 50*time.Millisecond, "every span of the 3 requests is stored")
+	_, distinct := countSpans(t, q, schemaName)
+	assert.EqualValues(t, 30, distinct)
+	var n int64
+	require.NoError(t, q(ctx, `SELECT count(*) FROM "`+schemaName+`".spans WHERE length(span_attributes->>'payload') = `+strconv.Itoa(len(blob)), &n))
+	assert.EqualValues(t, 30, n, "the attribute whole")
+	assert.Empty(t, readQuarantine(t, schemaName))
+	assert.Zero(t, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"))
 }
