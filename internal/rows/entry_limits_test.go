@@ -309,3 +309,34 @@ func TestEntryPastLimitsRefused(t *testing.T) {
 	_, err = rows.ParseLayout(over)
 	require.ErrorIs(t, err, rows.ErrEntry)
 }
+
+// FuzzEntryReadsBack: whatever the rows (here spans repeating a value of any
+// bytes, any number of times, which spans every compression ratio), every
+// entry AppendEntry writes reads back whole through both readers.
+func FuzzEntryReadsBack(f *testing.F) {
+	f.Add([]byte("0123456789abcdef"), uint16(4096), uint8(10))
+	f.Add([]byte{0}, uint16(60000), uint8(40))
+	f.Add([]byte("x"), uint16(1), uint8(1))
+	f.Add([]byte("\xff\xfe\x00 ünïcode"), uint16(300), uint8(3))
+	f.Fuzz(func(t *testing.T, unit []byte, repeat uint16, spans uint8) {
+		if len(unit) == 0 || len(unit)*int(repeat)*max(int(spans), 1) > 2<<20 {
+			return
+		}
+		value := bytes.Repeat(unit, int(repeat))
+		td := ptrace.NewTraces()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty()
+		for i := range int(spans) {
+			sp := ss.Spans().AppendEmpty()
+			sp.SetSpanID([8]byte{1, byte(i)})
+			sp.Attributes().PutStr("v", string(value))
+			sp.Attributes().PutEmptyBytes("b").FromRaw(value)
+		}
+		b := new(rows.Batch)
+		b.AddTraces(td)
+		for _, compress := range []bool{false, true} {
+			entry, err := b.AppendEntry(nil, compress)
+			require.NoError(t, err)
+			requireReadsBack(t, b, entry, fmt.Sprintf("compress=%v", compress))
+		}
+	})
+}
