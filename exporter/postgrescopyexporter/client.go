@@ -283,12 +283,13 @@ func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 }
 
 func tableColumns(l *rows.Layout) map[string][]string {
-	out := make(map[string][]string, len(rows.Tables)+1)
+	out := make(map[string][]string, len(rows.Tables)+2)
 	for i := range rows.Tables {
 		t := l.Table(i)
 		out[t.Name] = t.Columns
 	}
 	out[pgwrite.RejectsTable] = pgwrite.RejectsColumns
+	out[pgwrite.QuarantineTable] = pgwrite.QuarantineColumns
 	return out
 }
 

@@ -477,15 +477,13 @@ func (f *flusher) writeContext(ctx context.Context) (context.Context, context.Ca
 // writeBatchGroup writes entries through b, decoded and checked one by one.
 func (f *flusher) writeBatchGroup(ctx context.Context, key string, b *rows.Batch, entries []keyedEntry, ledger *pgwrite.Ledger) error {
 	b.Reset()
+	ledger.Quarantine = ledger.Quarantine[:0]
 	for _, e := range entries {
 		if err := f.add(b, e); err != nil {
-			// A payload we wrote ourselves cannot be decoded: a foreign or
-			// corrupted entry. It is recorded in the ledger (so it is acked)
-			// and reported; retrying it could only wedge the stream.
-			f.c.tel.PostgrescopyUndecodableEntries.Add(ctx, 1, f.attrs)
-			f.logger.Error("stream entry cannot be decoded; skipping it",
-				zap.String("stream", key), zap.String("entry", e.ID), zap.String("format", e.Format),
-				zap.Int("bytes", len(e.Data)), zap.Error(err))
+			// A foreign or corrupted entry: retrying it could only wedge the
+			// stream. It goes to the quarantine with the batch, and its ledger
+			// key commits with it, so it is acked once its bytes are kept.
+			ledger.Quarantine = append(ledger.Quarantine, quarantined(key, e, err))
 		}
 	}
 	wctx, cancel := f.writeContext(ctx)
@@ -493,6 +491,7 @@ func (f *flusher) writeBatchGroup(ctx context.Context, key string, b *rows.Batch
 	if err := f.c.writeBatch(wctx, b, ledger); err != nil {
 		return fmt.Errorf("flush %d entries of %s: %w", len(entries), key, err)
 	}
+	f.reportQuarantined(ctx, ledger.Quarantine)
 	f.c.tel.PostgrescopyBatchRows.Record(ctx, int64(b.TotalRows()), f.attrs)
 	return nil
 }

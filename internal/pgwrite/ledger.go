@@ -16,10 +16,13 @@ import (
 )
 
 // Ledger names a batch in the ledger table: the stream it came from and the
-// ids of its entries (or one content hash for a direct write).
+// ids of its entries (or one content hash for a direct write), and the
+// entries among them that cannot be read, which go to the quarantine table
+// in the same transaction.
 type Ledger struct {
-	Stream string
-	IDs    []string
+	Stream     string
+	IDs        []string
+	Quarantine []Quarantined
 }
 
 // ErrAlreadyCommitted means an id of the batch is already in the ledger:
@@ -32,9 +35,10 @@ const (
 	ledgerPrimaryKey     = "ledger_pkey"
 )
 
-// insertLedger records l inside tx. It runs before the COPYs, so a conflict
-// costs one small statement, and a concurrent writer of the same ids waits on
-// the key until the first commits or rolls back.
+// insertLedger records l inside tx, its quarantined entries too. It runs
+// before the COPYs, so a conflict costs one small statement, and a
+// concurrent writer of the same ids waits on the key until the first commits
+// or rolls back.
 func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
 	_, err := tx.Exec(ctx, "INSERT INTO "+w.ledgerTable+" (stream, entry_id) SELECT $1, unnest($2::text[])", l.Stream, l.IDs)
 	var pgErr *pgconn.PgError
@@ -44,7 +48,7 @@ func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
 	if err != nil {
 		return fmt.Errorf("record batch in ledger: %w", err)
 	}
-	return nil
+	return w.insertQuarantine(ctx, tx, l)
 }
 
 // Committed returns which of ids the ledger holds for stream.

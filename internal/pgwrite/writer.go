@@ -27,13 +27,14 @@ type TableResult struct {
 // Writer writes batches into one schema through a pool. It is safe for
 // concurrent use: each Write takes its own connection from the pool.
 type Writer struct {
-	pool        *pgxpool.Pool
-	layout      *rows.Layout
-	copySQL     [len(rows.Tables)]string
-	names       [len(rows.Tables)]string
-	ledgerTable string
-	rejectsSQL  string
-	onIsolate   func(IsolationStats) // tests observe isolation here
+	pool            *pgxpool.Pool
+	layout          *rows.Layout
+	copySQL         [len(rows.Tables)]string
+	names           [len(rows.Tables)]string
+	ledgerTable     string
+	quarantineTable string
+	rejectsSQL      string
+	onIsolate       func(IsolationStats) // tests observe isolation here
 }
 
 // NewWriter prepares the COPY statements of the built-in tables
@@ -45,7 +46,8 @@ func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
 // NewLayoutWriter prepares the COPY statements of layout's tables for
 // schemaName; it writes only batches of that layout.
 func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *rows.Layout) *Writer {
-	w := &Writer{pool: pool, layout: layout, ledgerTable: schema.Qualified(schemaName, "ledger"), rejectsSQL: rejectsCopySQL(schemaName)}
+	w := &Writer{pool: pool, layout: layout, ledgerTable: schema.Qualified(schemaName, "ledger"),
+		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName)}
 	for i := range rows.Tables {
 		t := layout.Table(i)
 		w.names[i] = t.Name

@@ -19,7 +19,8 @@ import (
 //
 // Rows are checked (checksum, shape, count) as they are read, so a damaged
 // entry is found mid-write: the reader fails and the write must be abandoned
-// and done again through a Batch, which skips the entry (see AddEntry).
+// and done again through a Batch, whose AddEntry refuses the entry (the
+// flusher quarantines it).
 type Entries struct {
 	lay     *Layout
 	recs    [numTables][]tableRecord

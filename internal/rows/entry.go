@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -28,9 +29,23 @@ const EntryFormat = "copy1"
 // Layout.Descriptor): replicas configured with other promoted columns, or an
 // older release, write rows of another shape, and the reader must COPY them
 // with their own column list.
+//
+// The reader refuses an entry past any of the limits below, and the flusher
+// takes a refused entry for a damaged one; so each limit is one constant (or
+// check) that the writing side obeys too: NewLayout (maxColumns), AppendEntry
+// (maxTableSize, ratioFits).
 
 // ErrEntry is a payload that is not an entry of EntryFormat.
 var ErrEntry = errors.New("rows: malformed entry")
+
+// ErrEntryTooLarge is a batch with a table too large for an entry
+// (maxTableSize): AppendEntry refuses it rather than write what no reader
+// accepts.
+var ErrEntryTooLarge = errors.New("rows: table too large for a stream entry")
+
+// maxColumns is PostgreSQL's column limit: a descriptor with a table of more
+// columns is refused (ParseLayout), and so is such a layout (NewLayout).
+const maxColumns = 1600
 
 // Descriptor is the layout's tables, columns and kinds in a canonical binary
 // form: two layouts with equal descriptors encode the same rows.
@@ -73,7 +88,7 @@ func ParseLayout(desc []byte) (*Layout, error) {
 			return nil, fmt.Errorf("%w: table %d", ErrEntry, i)
 		}
 		n, ok := readUvarint(&r)
-		if !ok || n > 1600 { // PostgreSQL's column limit
+		if !ok || n > maxColumns {
 			return nil, fmt.Errorf("%w: columns of %s", ErrEntry, name)
 		}
 		t := Table{Name: name, Signal: Tables[i].Signal, Columns: make([]string, n), Kinds: make([]Kind, n)}
@@ -121,8 +136,15 @@ const (
 
 // maxRatio bounds the size a compressed table may claim, so that a corrupt
 // header cannot make the reader allocate without limit. Encoded rows
-// compress 8 to 30 times; no real entry comes near.
+// usually compress 8 to 30 times, but S2's repeat codes take long runs (a
+// large value repeated row after row) far past the bound; AppendEntry then
+// writes Snappy's block format instead, which S2 decodes and whose copies
+// (at most 64 bytes for 3) cannot pass it.
 const maxRatio = 1024
+
+// ratioFits reports whether a compressed table of clen bytes may claim size
+// bytes: the reader's check, and the writer's.
+func ratioFits(size, clen uint64) bool { return size <= clen*maxRatio+64 }
 
 // AppendEntry appends the batch's rows as an entry of EntryFormat, each
 // table compressed with S2 when compress is set and it helps. S2 was picked
@@ -142,6 +164,10 @@ func (b *Batch) AppendEntry(dst []byte, compress bool) ([]byte, error) {
 			continue
 		}
 		t := e.Tuples(0, e.Rows())
+		if uint64(len(t)) > maxTableSize {
+			return dst, fmt.Errorf("%w: %s holds %d bytes of rows, over %d", ErrEntryTooLarge,
+				b.layout().tables[i].Name, len(t), maxTableSize)
+		}
 		head := len(dst)
 		dst = append(dst, byte(i), codecRaw)
 		dst = binary.AppendUvarint(dst, uint64(e.Rows()))
@@ -151,7 +177,10 @@ func (b *Batch) AppendEntry(dst []byte, compress bool) ([]byte, error) {
 				at := len(dst) + binary.MaxVarintLen64 + 8
 				dst = slices.Grow(dst, at-len(dst)+bound)
 				block := s2.Encode(dst[at:at+bound], t)
-				if len(block) < len(t) {
+				if !ratioFits(uint64(len(t)), uint64(len(block))) {
+					block = s2.EncodeSnappy(dst[at:at+bound], t)
+				}
+				if len(block) < len(t) && ratioFits(uint64(len(t)), uint64(len(block))) {
 					dst[head+1] = codecS2
 					dst = binary.AppendUvarint(dst, uint64(len(block)))
 					dst = binary.BigEndian.AppendUint64(dst, xxhash.Sum64(t))
@@ -205,7 +234,7 @@ func readTable(r *[]byte) (tableRecord, error) {
 	var ok1, ok2 bool
 	t.rows, ok1 = readUvarint(r)
 	t.size, ok2 = readUvarint(r)
-	if !ok1 || !ok2 || t.table >= numTables || t.size > maxEntrySize {
+	if !ok1 || !ok2 || t.table >= numTables || t.size > maxTableSize {
 		return t, errors.New("bad table header")
 	}
 	stored := t.size
@@ -213,7 +242,7 @@ func readTable(r *[]byte) (tableRecord, error) {
 	case codecRaw:
 	case codecS2:
 		clen, ok := readUvarint(r)
-		if !ok || len(*r) < 8 || clen > uint64(len(*r)-8) || t.size > clen*maxRatio+64 {
+		if !ok || len(*r) < 8 || clen > uint64(len(*r)-8) || !ratioFits(t.size, clen) {
 			return t, errors.New("bad compressed table header")
 		}
 		t.sum = binary.BigEndian.Uint64(*r)
@@ -247,9 +276,11 @@ func EntrySize(data []byte) (int, error) {
 	return total, nil
 }
 
-// maxEntrySize is far beyond any real entry (a request's rows), and keeps
-// EntrySize's sum from overflowing.
-const maxEntrySize = 1 << 40
+// maxTableSize bounds one table's rows in an entry, decompressed: far
+// beyond any real request (Redis holds at most 512 MB a value by default),
+// it keeps every field length within COPY's int32, sizes within an int and
+// EntrySize's sum from overflowing. A variable only so that tests reach it.
+var maxTableSize uint64 = math.MaxInt32
 
 // AddEntry appends an entry's rows to the batch, which must be of the
 // entry's layout (EntryDescriptor equal to Layout().Descriptor()); compressed

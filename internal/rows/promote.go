@@ -136,6 +136,11 @@ func NewLayout(promoted []Promoted) (*Layout, error) {
 			errs = errors.Join(errs, fmt.Errorf("promoted column %q: %w", p.Column, err))
 		}
 	}
+	for i := range l.tables {
+		if n := len(l.tables[i].Columns); n > maxColumns {
+			errs = errors.Join(errs, fmt.Errorf("table %s would have %d columns, over PostgreSQL's %d", l.tables[i].Name, n, maxColumns))
+		}
+	}
 	if errs != nil {
 		return nil, errs
 	}

@@ -38,10 +38,10 @@ func TestCitusDDL(t *testing.T) {
 	for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
 		assert.Equal(t, dist{"create_distributed_table", "metric_name", "metrics_gauge"}, got[m])
 	}
-	for _, ref := range []string{"ledger", "rejects", "schema_version"} {
+	for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version"} {
 		assert.Equal(t, "create_reference_table", got[ref].fn, ref)
 	}
-	assert.Len(t, got, len(rows.Tables)+3, "nothing else is distributed")
+	assert.Len(t, got, len(rows.Tables)+4, "nothing else is distributed")
 }
 
 // TestCitusIndexesKeepNoUniqueness: Citus refuses unique indexes that do not

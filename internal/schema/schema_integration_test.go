@@ -321,6 +321,9 @@ func TestLeastPrivilegeWriter(t *testing.T) {
 	require.NoError(t, err, "maintenance runs through the owner's function")
 	_, err = conn.Exec(ctx, q(name, `INSERT INTO S.ledger (stream, entry_id) VALUES ('x', 'y')`))
 	require.NoError(t, err)
+	_, err = conn.Exec(ctx, q(name, `INSERT INTO S.quarantine (stream, entry_id, ledger_key, format, reason, payload)
+		VALUES ('x', '1-0', 'y', 'copy1', 'cut table', '\x00ff')`))
+	require.NoError(t, err, "an unreadable entry is quarantined by the writer role")
 
 	_, err = conn.Exec(ctx, q(name, `CREATE TABLE S.intruder (x int)`))
 	require.ErrorContains(t, err, "permission denied")

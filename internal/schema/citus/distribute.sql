@@ -10,7 +10,8 @@
 --                     other: a series (name + attributes) is always on one
 --                     node, so time aggregations per series stay local.
 --   ledger, rejects,  reference tables (replicated to every node): small,
---   schema_version    and the ledger's primary key stays enforceable.
+--   quarantine,       and the ledger's primary key stays enforceable.
+--   schema_version
 SELECT create_distributed_table('{{schema}}.spans', 'trace_id')
 WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.spans'::regclass);
 SELECT create_distributed_table('{{schema}}.logs', 'trace_id', colocate_with => '{{schema}}.spans')
@@ -29,5 +30,7 @@ SELECT create_reference_table('{{schema}}.ledger')
 WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.ledger'::regclass);
 SELECT create_reference_table('{{schema}}.rejects')
 WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.rejects'::regclass);
+SELECT create_reference_table('{{schema}}.quarantine')
+WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.quarantine'::regclass);
 SELECT create_reference_table('{{schema}}.schema_version')
 WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.schema_version'::regclass);

@@ -1,13 +1,14 @@
 -- A least-privilege role for running the exporter with create_schema: false.
 -- Run as the owner of the schema (the role that ran the migrations), with
 -- {{schema}} and {{role}} replaced. The role can write telemetry, keep the
--- ledger, record rejects and run partition maintenance (through the owner's
--- SECURITY DEFINER function); it cannot create, alter or drop anything.
+-- ledger, record rejects and quarantined entries, and run partition
+-- maintenance (through the owner's SECURITY DEFINER function); it cannot
+-- create, alter or drop anything.
 GRANT USAGE ON SCHEMA {{schema}} TO {{role}};
 GRANT INSERT ON {{schema}}.spans, {{schema}}.logs,
     {{schema}}.metrics_gauge, {{schema}}.metrics_sum, {{schema}}.metrics_histogram,
     {{schema}}.metrics_exponential_histogram, {{schema}}.metrics_summary,
-    {{schema}}.rejects TO {{role}};
+    {{schema}}.rejects, {{schema}}.quarantine TO {{role}};
 GRANT SELECT, INSERT, DELETE ON {{schema}}.ledger TO {{role}};
 GRANT SELECT ON {{schema}}.schema_version TO {{role}};
 GRANT EXECUTE ON FUNCTION {{schema}}.postgrescopy_maintain(interval, integer, interval) TO {{role}};

@@ -59,7 +59,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	tb.PostgrescopyLedgerHits = counter("otelcol_postgrescopy_ledger_hits",
 		"Redelivered entries found already committed in the ledger (acknowledged, not rewritten), by signal.", "{entry}")
 	tb.PostgrescopyUndecodableEntries = counter("otelcol_postgrescopy_redis_undecodable_entries",
-		"Stream entries that could not be read (malformed rows, a failed checksum, invalid OTLP) and were skipped, by signal.", "{entry}")
+		"Stream entries that could not be read (malformed rows, a failed checksum, invalid OTLP), stored in the quarantine table and acknowledged, by signal.", "{entry}")
 	tb.PostgrescopyRejectedRows = counter("otelcol_postgrescopy_rejected_rows",
 		"Rows PostgreSQL refused, stored in the rejects table instead of their own, by table.", "{row}")
 	tb.PostgrescopyRedisDataLoss = counter("otelcol_postgrescopy_redis_data_loss",

@@ -1,0 +1,65 @@
+package pgwrite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+)
+
+// QuarantineTable holds stream entries that cannot be read
+// (005_quarantine.sql).
+const QuarantineTable = "quarantine"
+
+// QuarantineColumns are the quarantine table's columns the writer fills;
+// quarantined_at takes its default.
+var QuarantineColumns = []string{"stream", "entry_id", "ledger_key", "format", "reason", "payload"}
+
+// Quarantined is a stream entry that cannot be read. Listed in a Ledger, it
+// is stored, bytes intact, in the quarantine table in the transaction that
+// records the ledger, so that it leaves the stream only once it is kept.
+type Quarantined struct {
+	Stream    string // the stream key
+	EntryID   string // the entry's stream id
+	LedgerKey string
+	Format    string
+	Reason    string
+	Payload   []byte
+}
+
+// insertQuarantine stores l's quarantined entries inside tx.
+func (w *Writer) insertQuarantine(ctx context.Context, tx pgx.Tx, l *Ledger) error {
+	if len(l.Quarantine) == 0 {
+		return nil
+	}
+	n := len(l.Quarantine)
+	stream, id, key, format, reason := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payload := make([][]byte, n)
+	for i, q := range l.Quarantine {
+		// Text that PostgreSQL refuses (NUL, invalid UTF-8: a format field
+		// from a foreign writer) would fail the batch and wedge the stream.
+		stream[i], id[i], key[i] = clean(q.Stream), clean(q.EntryID), clean(q.LedgerKey)
+		format[i], reason[i] = clean(q.Format), clean(q.Reason)
+		payload[i] = q.Payload
+		if payload[i] == nil {
+			payload[i] = []byte{} // NOT NULL: an empty payload is still one
+		}
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO "+w.quarantineTable+
+		" (stream, entry_id, ledger_key, format, reason, payload)"+
+		" SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[])",
+		stream, id, key, format, reason, payload)
+	if err != nil {
+		return fmt.Errorf("store %d unreadable entries in %s: %w", n, QuarantineTable, err)
+	}
+	return nil
+}
+
+func clean(s string) string {
+	if pgcopy.IsClean(s) {
+		return s
+	}
+	return string(pgcopy.AppendClean(nil, s))
+}
