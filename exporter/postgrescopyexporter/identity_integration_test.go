@@ -6,8 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
@@ -35,4 +38,51 @@ func TestIdenticalRequestsAreDistinctEvents(t *testing.T) {
 	}
 	require.EqualValues(t, 5, pgtest.Count(t, pgtest.Pool(t), schemaName, "logs"),
 		"five requests with the same bytes are five events")
+}
+
+// TestDirectRetryIsNotDuplicated: the retry sender pushes the same request
+// again after a commit whose answer was lost; its key is in the ledger.
+func TestDirectRetryIsNotDuplicated(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	ctx := context.Background()
+	set, logs := observedSettings()
+	e, err := newExporter(cfg, set)
+	require.NoError(t, err)
+	require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
+	push := pusher(e, tracesCodec)
+
+	req := newRequest(tracesCodec, makeTraces(40, "retry"))
+	require.NoError(t, push(ctx, req))
+	require.NoError(t, push(ctx, req))
+	pool := pgtest.Pool(t)
+	require.EqualValues(t, 40, pgtest.Count(t, pool, schemaName, "spans"))
+	require.Equal(t, 1, logs.FilterMessage("parts already committed; not writing them again").Len())
+
+	// A committed part replayed next to new ones (a persistent queue after
+	// a restart, merged with other neighbours): only the new ones are written.
+	other := newRequest(tracesCodec, makeTraces(7, "other"))
+	merged, err := newRequest(tracesCodec, makeTraces(40, "retry")).MergeSplit(ctx, 0, exporterhelper.RequestSizerTypeItems, other)
+	require.NoError(t, err)
+	merged[0].(*keyedRequest[ptrace.Traces]).parts[0].key = req.parts[0].key
+	require.NoError(t, push(ctx, merged[0]))
+	require.EqualValues(t, 47, pgtest.Count(t, pool, schemaName, "spans"))
+	require.EqualValues(t, 2, pgtest.Count(t, pool, schemaName, "ledger"))
+}
+
+// TestRequestLargerThanQueueIsPermanent: a request the queue can never hold
+// is refused as permanent, naming the limit, so the client does not retry it.
+func TestRequestLargerThanQueueIsPermanent(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.QueueConfig = metadata.NewDefaultSendingQueueConfig()
+	ctx := context.Background()
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, te.Shutdown(ctx)) })
+
+	err = te.ConsumeTraces(ctx, makeTraces(200_001, "huge"))
+	require.Error(t, err)
+	require.True(t, consumererror.IsPermanent(err), "not permanent: %v", err)
+	require.ErrorContains(t, err, "sending_queue::queue_size (200000 items")
 }

@@ -38,7 +38,7 @@ func TestPushBeforeStartIsAnError(t *testing.T) {
 	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 	require.NoError(t, err)
 	t.Cleanup(func() { e.shared.forget() })
-	require.ErrorIs(t, e.pushTraces(context.Background(), makeTraces(1, "s")), errNotStarted)
+	require.ErrorIs(t, pusher(e, tracesCodec)(context.Background(), newRequest(tracesCodec, makeTraces(1, "s"))), errNotStarted)
 	require.NoError(t, e.shutdown(context.Background()), "shutdown without start is safe")
 }
 

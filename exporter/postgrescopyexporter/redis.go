@@ -151,7 +151,8 @@ func (c *client) maintainRedis(ctx context.Context) {
 
 // enqueue hands one request to its signal's stream. It succeeds only once
 // Redis holds the entry; a full stream is a throttled, retryable error.
-func (c *client) enqueue(ctx context.Context, signal string, payload []byte, items int) error {
+func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte, items int) error {
+	_ = key // the entry's ledger key; stored in the entry by the flusher's owner
 	rs := c.redis
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", signal)))
 	_, err := rs.adders[signal].AddFormat(ctx, rows.EntryFormat, payload, items)
