@@ -70,7 +70,7 @@ type Config struct {
 	// ahead of time, and their retention. See PartitioningConfig.
 	Partitioning PartitioningConfig `mapstructure:"partitioning"`
 	// ledger_retention is how long the ledger remembers committed batches (a
-	// direct batch's content hash, a Redis entry's id) to recognize a retry or
+	// direct request's key, a Redis entry's id) to recognize a retry or
 	// a redelivery. Default 24h; at least 1m, and at least 10 × redis::claim_after.
 	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
 	// redis, when present, coordinates batching across replicas through Redis
