@@ -2,7 +2,9 @@ package postgrescopyexporter
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -11,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
@@ -26,18 +29,28 @@ func heartbeat() plog.Logs {
 }
 
 func TestIdenticalRequestsAreDistinctEvents(t *testing.T) {
-	cfg, schemaName := testConfig(t)
-	ctx := context.Background()
-	le, err := NewFactory().CreateLogs(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
-	require.NoError(t, err)
-	require.NoError(t, le.Start(ctx, componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, le.Shutdown(ctx)) })
-
-	for range 5 {
-		require.NoError(t, le.ConsumeLogs(ctx, heartbeat()))
+	for _, queue := range []bool{false, true} {
+		name := map[bool]string{false: "no_queue", true: "queue_and_batch"}[queue]
+		t.Run(name, func(t *testing.T) {
+			cfg, schemaName := testConfig(t)
+			if queue {
+				// The batcher merges the five into one write of five parts.
+				cfg.QueueConfig = metadata.NewDefaultSendingQueueConfig()
+			}
+			ctx := context.Background()
+			le, err := NewFactory().CreateLogs(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+			require.NoError(t, err)
+			require.NoError(t, le.Start(ctx, componenttest.NewNopHost()))
+			for range 5 {
+				require.NoError(t, le.ConsumeLogs(ctx, heartbeat()))
+			}
+			require.NoError(t, le.Shutdown(ctx)) // drains the queue
+			pool := pgtest.Pool(t)
+			require.EqualValues(t, 5, pgtest.Count(t, pool, schemaName, "logs"),
+				"five requests with the same bytes are five events")
+			require.EqualValues(t, 5, pgtest.Count(t, pool, schemaName, "ledger"))
+		})
 	}
-	require.EqualValues(t, 5, pgtest.Count(t, pgtest.Pool(t), schemaName, "logs"),
-		"five requests with the same bytes are five events")
 }
 
 // TestDirectRetryIsNotDuplicated: the retry sender pushes the same request
@@ -85,4 +98,37 @@ func TestRequestLargerThanQueueIsPermanent(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, consumererror.IsPermanent(err), "not permanent: %v", err)
 	require.ErrorContains(t, err, "sending_queue::queue_size (200000 items")
+}
+
+// TestRedisMergedRequestIsOneEntryPerPart: with a sending queue in front of
+// Redis, the batcher merges requests; each keeps its own entry (and key).
+func TestRedisMergedRequestIsOneEntryPerPart(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	_, prefix := testRedis(t)
+	cfg = withRedis(cfg, prefix, "merge")
+	q := metadata.NewDefaultSendingQueueConfig()
+	q.Get().WaitForResult = true
+	q.Get().Batch.Get().FlushTimeout = 500 * time.Millisecond
+	cfg.QueueConfig = q
+	require.NoError(t, cfg.Validate())
+	te, tel := startTraces(t, cfg)
+
+	const requests, spans = 5, 10
+	var wg sync.WaitGroup
+	for i := range requests {
+		wg.Go(func() { require.NoError(t, te.ConsumeTraces(context.Background(), uniqueTraces(i, spans))) })
+	}
+	wg.Wait()
+
+	m, err := tel.GetMetric("otelcol_exporter_queue_batch_send_size")
+	require.NoError(t, err)
+	var batches uint64
+	for _, dp := range m.Data.(metricdata.Histogram[int64]).DataPoints {
+		batches += dp.Count
+	}
+	require.Less(t, batches, uint64(requests), "the batcher merged requests")
+	require.EqualValues(t, requests, counterSum(t, tel, "otelcol_postgrescopy_redis_entries_added"))
+	pool := pgtest.Pool(t)
+	require.Eventually(t, func() bool { return pgtest.Count(t, pool, schemaName, "spans") == requests*spans },
+		20*time.Second, 50*time.Millisecond)
 }
