@@ -132,3 +132,17 @@ func TestRedisMergedRequestIsOneEntryPerPart(t *testing.T) {
 	require.Eventually(t, func() bool { return pgtest.Count(t, pool, schemaName, "spans") == requests*spans },
 		20*time.Second, 50*time.Millisecond)
 }
+
+// pushTwice pushes one request twice, as the retry sender does after a
+// commit whose answer was lost.
+func pushTwice(t *testing.T, cfg *Config, td ptrace.Traces) {
+	ctx := context.Background()
+	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
+	require.NoError(t, err)
+	require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
+	defer func() { require.NoError(t, e.shutdown(ctx)) }()
+	req := newRequest(tracesCodec, td)
+	push := pusher(e, tracesCodec)
+	require.NoError(t, push(ctx, req))
+	require.NoError(t, push(ctx, req))
+}
