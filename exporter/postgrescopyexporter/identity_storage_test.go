@@ -65,7 +65,9 @@ func (s *memStorage) Batch(ctx context.Context, ops ...*storage.Operation) error
 
 func (s *memStorage) Close(context.Context) error { return nil }
 
-type storageHost struct{ ext map[component.ID]component.Component }
+type storageHost struct {
+	ext map[component.ID]component.Component
+}
 
 func (h storageHost) GetExtensions() map[component.ID]component.Component { return h.ext }
 
