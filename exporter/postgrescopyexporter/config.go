@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/postgrescopy/postgrescopy/internal/schema"
@@ -22,7 +23,9 @@ type Config struct {
 	// timeout bounds one batch's write (every COPY and the commit). Default 30s.
 	TimeoutConfig exporterhelper.TimeoutConfig `mapstructure:",squash"`
 	// sending_queue is the Collector's queue and batcher. Default: on, sized in
-	// items, batches of 2,000 to 5,000 items or 100ms, 2 consumers.
+	// items, batches of 2,000 to 5,000 items or 100ms, 2 consumers; batch sizes
+	// left unset shrink to a smaller queue_size. Off when redis is set and
+	// sending_queue is not (Redis is the queue).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// retry_on_failure retries retryable failures with backoff. Default on.
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
@@ -67,7 +70,7 @@ type Config struct {
 	// ahead of time, and their retention. See PartitioningConfig.
 	Partitioning PartitioningConfig `mapstructure:"partitioning"`
 	// ledger_retention is how long the ledger remembers committed batches (a
-	// direct batch's content hash, a Redis entry's id) to recognize a retry or
+	// direct request's key, a Redis entry's id) to recognize a retry or
 	// a redelivery. Default 24h; at least 1m, and at least 10 × redis::claim_after.
 	LedgerRetention time.Duration `mapstructure:"ledger_retention"`
 	// redis, when present, coordinates batching across replicas through Redis
@@ -85,6 +88,43 @@ type Config struct {
 	// limits bounds the size of one value and one row; larger ones are cut
 	// with a marker, never dropped (see LimitsConfig).
 	Limits LimitsConfig `mapstructure:"limits"`
+}
+
+// Unmarshal applies the defaults that depend on what the user wrote: with a
+// redis section and no sending_queue, Redis is the queue and the sending queue
+// is off (an in-memory queue in front would acknowledge before Redis holds the
+// request); batch sizes the user did not set fit under a smaller queue_size.
+func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
+	if err := conf.Unmarshal(cfg); err != nil {
+		return err
+	}
+	if cfg.Redis.HasValue() && !conf.IsSet("sending_queue") {
+		cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	}
+	if cfg.QueueConfig.HasValue() {
+		fitBatchToQueue(cfg.QueueConfig.Get(), conf.IsSet("sending_queue::batch::min_size"), conf.IsSet("sending_queue::batch::max_size"))
+	}
+	return nil
+}
+
+// fitBatchToQueue lowers the batch sizes the user did not set when the queue
+// (in the same sizer) is smaller: min_size to half the queue, so a filling
+// batch leaves room for the requests behind it, and max_size to the queue.
+// Sizes the user set are kept, and Validate refuses them if they cannot fit.
+func fitBatchToQueue(q *exporterhelper.QueueBatchConfig, minSet, maxSet bool) {
+	if !q.Batch.HasValue() || q.Batch.Get().Sizer != q.Sizer {
+		return
+	}
+	b := q.Batch.Get()
+	if !maxSet && b.MaxSize > q.QueueSize {
+		b.MaxSize = q.QueueSize
+	}
+	if !minSet && b.MinSize > q.QueueSize/2 {
+		b.MinSize = q.QueueSize / 2
+	}
+	if !minSet && b.MaxSize > 0 && b.MinSize > b.MaxSize {
+		b.MinSize = b.MaxSize
+	}
 }
 
 // Validate checks the exporter's own keys; nested sections validate themselves.

@@ -148,6 +148,58 @@ func TestLoadConfig(t *testing.T) {
 				return c
 			}(),
 		},
+		{
+			// Redis alone starts: Redis is the queue.
+			id: component.NewIDWithName(metadata.Type, "redis_alone"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				rc := defaultRedisConfig()
+				rc.Endpoint = "127.0.0.1:6379"
+				c.Redis = configoptional.Some(rc)
+				return c
+			}(),
+		},
+		{
+			// A queue the user wrote, waiting for the result, stays.
+			id: component.NewIDWithName(metadata.Type, "redis_queue"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				c.QueueConfig.Get().WaitForResult = true
+				rc := defaultRedisConfig()
+				rc.Endpoint = "127.0.0.1:6379"
+				c.Redis = configoptional.Some(rc)
+				return c
+			}(),
+		},
+		{
+			// The default batch (2,000 to 5,000 items) shrinks to the queue.
+			id: component.NewIDWithName(metadata.Type, "small_queue"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				q := c.QueueConfig.Get()
+				q.QueueSize = 1000
+				q.Batch.Get().MinSize = 500
+				q.Batch.Get().MaxSize = 1000
+				return c
+			}(),
+		},
+		{
+			// A max_size the user set is kept; min_size fits under both.
+			id: component.NewIDWithName(metadata.Type, "small_queue_max"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				q := c.QueueConfig.Get()
+				q.QueueSize = 1000
+				q.Batch.Get().MinSize = 300
+				q.Batch.Get().MaxSize = 300
+				return c
+			}(),
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
@@ -165,34 +217,35 @@ func TestInvalidConfigs(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "invalid_configs.yaml"))
 	require.NoError(t, err)
 	want := map[string]string{
-		"missing_endpoint":       `"endpoint" is required`,
-		"malformed_endpoint":     `"endpoint" is not a valid PostgreSQL URL`,
-		"bad_schema":             `"schema" "bad-name;drop" is not a valid identifier`,
-		"empty_schema":           `"schema" "" is not a valid identifier`,
-		"negative_max_conns":     `"max_conns" must be 0`,
-		"unknown_key":            `invalid keys: batch_rows`,
-		"negative_timeout":       `timeout`,
-		"redis_no_endpoint":      `"redis::endpoint" is required`,
-		"redis_bad_endpoint":     `"redis::endpoint" must be host:port`,
-		"redis_bad_workers":      `"redis::workers" must be in 1..64`,
-		"redis_bad_prefix":       `"redis::key_prefix"`,
-		"redis_bad_compression":  `"redis::compression" must be "s2" or "none", got "zstd"`,
-		"redis_short_ledger":     `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
-		"short_ledger":           `"ledger_retention" must be at least 1m`,
-		"redis_early_ack":        `set "sending_queue::enabled: false"`,
-		"bad_exec_mode":          `"query_exec_mode" "prepared" is not one of`,
-		"bad_distribution":       `"distribution" must be empty or "citus"`,
-		"promote_bad_column":     `column "user-id" is not a valid identifier`,
-		"promote_builtin_column": `collides with a built-in column of spans`,
-		"promote_bad_type":       `type "integer" is not one of text, bigint`,
-		"promote_no_keys":        `"from" needs at least one key`,
-		"promote_bad_scope":      `from "scope:user.id" is not "span:<key>"`,
-		"promote_no_key_name":    `from "span:" is not "span:<key>"`,
-		"promote_scope_signal":   `from "log:user.id" reads logs, but "signals" lacks logs`,
-		"promote_bad_signal":     `signal "metrics" is not traces or logs`,
-		"promote_twice":          `promoted column "user_id": named twice`,
-		"promote_bad_preset":     `"promote_preset" must be "genai" or "none", got "openai"`,
-		"promote_not_a_list":     `'promote' source data must be an array or slice`,
+		"missing_endpoint":         `"endpoint" is required`,
+		"malformed_endpoint":       `"endpoint" is not a valid PostgreSQL URL`,
+		"bad_schema":               `"schema" "bad-name;drop" is not a valid identifier`,
+		"empty_schema":             `"schema" "" is not a valid identifier`,
+		"negative_max_conns":       `"max_conns" must be 0`,
+		"unknown_key":              `invalid keys: batch_rows`,
+		"negative_timeout":         `timeout`,
+		"redis_no_endpoint":        `"redis::endpoint" is required`,
+		"redis_bad_endpoint":       `"redis::endpoint" must be host:port`,
+		"redis_bad_workers":        `"redis::workers" must be in 1..64`,
+		"redis_bad_prefix":         `"redis::key_prefix"`,
+		"redis_bad_compression":    `"redis::compression" must be "s2" or "none", got "zstd"`,
+		"redis_short_ledger":       `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
+		"short_ledger":             `"ledger_retention" must be at least 1m`,
+		"redis_early_ack":          `set "sending_queue::enabled: false"`,
+		"small_queue_explicit_min": "`min_size` must be less than or equal to `queue_size`",
+		"bad_exec_mode":            `"query_exec_mode" "prepared" is not one of`,
+		"bad_distribution":         `"distribution" must be empty or "citus"`,
+		"promote_bad_column":       `column "user-id" is not a valid identifier`,
+		"promote_builtin_column":   `collides with a built-in column of spans`,
+		"promote_bad_type":         `type "integer" is not one of text, bigint`,
+		"promote_no_keys":          `"from" needs at least one key`,
+		"promote_bad_scope":        `from "scope:user.id" is not "span:<key>"`,
+		"promote_no_key_name":      `from "span:" is not "span:<key>"`,
+		"promote_scope_signal":     `from "log:user.id" reads logs, but "signals" lacks logs`,
+		"promote_bad_signal":       `signal "metrics" is not traces or logs`,
+		"promote_twice":            `promoted column "user_id": named twice`,
+		"promote_bad_preset":       `"promote_preset" must be "genai" or "none", got "openai"`,
+		"promote_not_a_list":       `'promote' source data must be an array or slice`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))

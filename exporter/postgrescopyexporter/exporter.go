@@ -10,9 +10,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
-	"go.opentelemetry.io/collector/pdata/plog"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
@@ -120,51 +118,62 @@ func (e *pgExporter) shutdown(context.Context) error {
 	return nil
 }
 
-func (e *pgExporter) pushTraces(ctx context.Context, td ptrace.Traces) error {
-	if e.redisMode() {
-		return e.enqueue(ctx, "traces", td.SpanCount(), func(b *rows.Batch) { b.AddTraces(td) })
+// pusher is the exporterhelper consume function of one signal: it writes a
+// request (one or more parts, see request.go) to PostgreSQL, or in Redis mode
+// adds each part to the signal's stream.
+func pusher[T any](e *pgExporter, c *signalCodec[T]) func(context.Context, xexporterhelper.Request) error {
+	return func(ctx context.Context, req xexporterhelper.Request) error {
+		r, ok := req.(*keyedRequest[T])
+		if !ok {
+			return consumererror.NewPermanent(fmt.Errorf("postgrescopy: a %T is not a %s request", req, c.signal))
+		}
+		if e.redisMode() {
+			return enqueueParts(ctx, e, r)
+		}
+		return push(ctx, e, r)
 	}
-	return e.push(ctx, func(b *rows.Batch) { b.AddTraces(td) })
-}
-
-func (e *pgExporter) pushMetrics(ctx context.Context, md pmetric.Metrics) error {
-	if e.redisMode() {
-		return e.enqueue(ctx, "metrics", md.DataPointCount(), func(b *rows.Batch) { b.AddMetrics(md) })
-	}
-	return e.push(ctx, func(b *rows.Batch) { b.AddMetrics(md) })
-}
-
-func (e *pgExporter) pushLogs(ctx context.Context, ld plog.Logs) error {
-	if e.redisMode() {
-		return e.enqueue(ctx, "logs", ld.LogRecordCount(), func(b *rows.Batch) { b.AddLogs(ld) })
-	}
-	return e.push(ctx, func(b *rows.Batch) { b.AddLogs(ld) })
 }
 
 func (e *pgExporter) redisMode() bool { return e.cfg.Redis.HasValue() }
 
-// enqueue is the Redis-mode push: the request's rows are encoded for COPY
-// here, once, and the entry carries them as they are, so that flush workers
-// only concatenate entries (no decoding, no second encoding). The request is
-// durable once Redis has it; the flush workers write it to PostgreSQL.
-func (e *pgExporter) enqueue(ctx context.Context, signal string, items int, add func(*rows.Batch)) error {
+// enqueueParts is the Redis-mode push: each part becomes one entry, under
+// its key. Its rows are encoded for COPY here, once, and the entry carries
+// them as they are, so that flush workers only concatenate entries (no
+// decoding, no second encoding). A part is durable once Redis has it; the
+// flush workers write it to PostgreSQL. A retry of the request adds only the
+// parts an earlier attempt did not.
+func enqueueParts[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 	if !e.isStarted() {
 		return errNotStarted
 	}
+	for _, p := range r.parts {
+		if p.sent {
+			continue
+		}
+		if err := enqueuePart(ctx, e, r.codec, p); err != nil {
+			return err
+		}
+		p.sent = true
+	}
+	return nil
+}
+
+func enqueuePart[T any](ctx context.Context, e *pgExporter, c *signalCodec[T], p *part[T]) error {
+	items := p.itemsCount(c)
 	if items == 0 {
 		return nil
 	}
 	b := e.getBatch()
 	defer e.batches.put(b)
-	add(b)
+	c.add(b, p.data)
 	buf, _ := e.entryBufs.get()
 	defer func() { e.entryBufs.put(buf) }()
 	var err error
 	buf, err = b.AppendEntry(buf[:0], e.cfg.Redis.Get().Compression == compressionS2)
 	if err != nil {
-		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", signal, err))
+		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.signal, err))
 	}
-	return e.shared.c.enqueue(ctx, signal, newRequestKey(), buf, items)
+	return e.shared.c.enqueue(ctx, c.signal, p.key, buf, items)
 }
 
 func (e *pgExporter) isStarted() bool {
@@ -173,36 +182,70 @@ func (e *pgExporter) isStarted() bool {
 	return e.started
 }
 
-func (e *pgExporter) push(ctx context.Context, add func(*rows.Batch)) error {
+// push is the direct write: every part's rows in one batch, built once, and
+// every part's key in the ledger in the same transaction. When a key is there
+// already (a retry of a commit whose answer was lost, or a part replayed from
+// a persistent queue next to new ones) only the parts not committed are
+// written.
+func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 	if !e.isStarted() {
 		return errNotStarted
 	}
 	b := e.getBatch()
 	defer e.batches.put(b)
-	add(b)
-	if b.TotalRows() == 0 {
-		return nil
+	parts := r.parts
+	for {
+		for _, p := range parts {
+			r.codec.add(b, p.data)
+		}
+		if b.TotalRows() == 0 {
+			return nil
+		}
+		keys := make([]string, len(parts))
+		for i, p := range parts {
+			keys[i] = p.key
+		}
+		err := e.shared.c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
+			return e.writeFailed(err, b.TotalRows())
+		}
+		done, err := e.shared.c.writer.Committed(ctx, directStream, keys)
+		if err != nil {
+			return err
+		}
+		left := parts[:0:0]
+		for _, p := range parts {
+			if !done[p.key] {
+				left = append(left, p)
+			}
+		}
+		e.logger.Debug("parts already committed; not writing them again",
+			zap.Int("committed", len(parts)-len(left)), zap.Int("left", len(left)))
+		if len(left) == len(parts) {
+			// The conflicting key is gone again (pruned between the two
+			// statements): the retry sender tries once more.
+			return fmt.Errorf("postgrescopy: ledger conflict on a batch the ledger no longer holds")
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		parts = left
+		b.Reset()
 	}
-	id, err := pgwrite.ContentID(b)
-	if err != nil {
-		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode batch: %w", err))
-	}
-	err = e.shared.c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: []string{id}})
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, pgwrite.ErrAlreadyCommitted) {
-		// A retry of a batch whose commit succeeded unseen: done already.
-		e.logger.Debug("batch already committed; not writing it again", zap.String("ledger_id", id))
-		return nil
-	}
+}
+
+// writeFailed classifies a failed direct write.
+func (e *pgExporter) writeFailed(err error, n int) error {
 	switch pgwrite.Classify(err) {
 	case pgwrite.Data:
 		// Refused rows are isolated into the rejects table; a data error
 		// that still comes back could not be (the rejects table refused
 		// them too): retrying cannot help.
 		e.logger.Error("PostgreSQL refused the batch's data; dropping it",
-			zap.Int("rows", b.TotalRows()), zap.Error(err))
+			zap.Int("rows", n), zap.Error(err))
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: %w", err))
 	case pgwrite.Config:
 		// Kept retryable: an operator can fix a privilege or a table while

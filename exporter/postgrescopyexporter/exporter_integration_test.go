@@ -75,8 +75,6 @@ func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Distinct content per goroutine: byte-identical batches are
-			// deduplicated by the ledger (see TestDirectRetryIsNotDuplicated).
 			require.NoError(t, te.ConsumeTraces(ctx, makeTraces(250, fmt.Sprintf("svc-%d", g))))
 		}()
 	}
@@ -116,28 +114,4 @@ func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
 	sharedMu.Lock()
 	require.Empty(t, shared, "the shared client is released after the last shutdown")
 	sharedMu.Unlock()
-}
-
-func TestDirectRetryIsNotDuplicated(t *testing.T) {
-	cfg, schemaName := testConfig(t)
-	ctx := context.Background()
-	set, logs := observedSettings()
-	te, err := NewFactory().CreateTraces(ctx, set, cfg)
-	require.NoError(t, err)
-	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, te.Shutdown(ctx)) })
-
-	// The same batch twice stands for the Collector's retry after a commit
-	// whose answer was lost: the ledger recognizes it.
-	td := makeTraces(40, "retry")
-	require.NoError(t, te.ConsumeTraces(ctx, td))
-	require.NoError(t, te.ConsumeTraces(ctx, td))
-	pool := pgtest.Pool(t)
-	require.EqualValues(t, 40, pgtest.Count(t, pool, schemaName, "spans"))
-	require.Equal(t, 1, logs.FilterMessage("batch already committed; not writing it again").Len())
-
-	// Different content is written.
-	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(40, "other")))
-	require.EqualValues(t, 80, pgtest.Count(t, pool, schemaName, "spans"))
-	require.EqualValues(t, 2, pgtest.Count(t, pool, schemaName, "ledger"))
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 )
@@ -42,12 +43,17 @@ func createDefaultConfig() component.Config {
 	}
 }
 
-func helperOptions(cfg *Config, e *pgExporter) []exporterhelper.Option {
+// helperOptions builds the exporterhelper of a request-based exporter
+// (xexporterhelper): the requests carry the key each got when it entered the
+// exporter (request.go) through the queue, the batcher and the retries.
+func helperOptions[T any](cfg *Config, e *pgExporter, c *signalCodec[T]) []exporterhelper.Option {
 	return []exporterhelper.Option{
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
 		exporterhelper.WithRetry(cfg.RetryConfig),
-		exporterhelper.WithQueue(cfg.QueueConfig),
+		xexporterhelper.WithQueueBatch(cfg.QueueConfig, xexporterhelper.QueueBatchSettings{
+			Encoding: requestEncoding[T]{codec: c},
+		}),
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
 	}
@@ -59,7 +65,8 @@ func createTraces(ctx context.Context, set exporter.Settings, c component.Config
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewTraces(ctx, set, cfg, e.pushTraces, helperOptions(cfg, e)...)
+	return xexporterhelper.NewTracesRequest(ctx, set, converter(cfg, tracesCodec), pusher(e, tracesCodec),
+		helperOptions(cfg, e, tracesCodec)...)
 }
 
 func createMetrics(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Metrics, error) {
@@ -68,7 +75,8 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewMetrics(ctx, set, cfg, e.pushMetrics, helperOptions(cfg, e)...)
+	return xexporterhelper.NewMetricsRequest(ctx, set, converter(cfg, metricsCodec), pusher(e, metricsCodec),
+		helperOptions(cfg, e, metricsCodec)...)
 }
 
 func createLogs(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Logs, error) {
@@ -77,5 +85,6 @@ func createLogs(ctx context.Context, set exporter.Settings, c component.Config) 
 	if err != nil {
 		return nil, err
 	}
-	return exporterhelper.NewLogs(ctx, set, cfg, e.pushLogs, helperOptions(cfg, e)...)
+	return xexporterhelper.NewLogsRequest(ctx, set, converter(cfg, logsCodec), pusher(e, logsCodec),
+		helperOptions(cfg, e, logsCodec)...)
 }

@@ -39,9 +39,7 @@ func TestThroughPgBouncer(t *testing.T) {
 		}
 		wg.Wait()
 		// A retried batch is still recognized through the pooler.
-		td := makeTraces(10, "retry")
-		require.NoError(t, te.ConsumeTraces(ctx, td))
-		require.NoError(t, te.ConsumeTraces(ctx, td))
+		pushTwice(t, cfg, makeTraces(10, "retry"))
 		assert.EqualValues(t, 6*10*100+10, pgtest.Count(t, pool, schemaName, "spans"))
 	})
 

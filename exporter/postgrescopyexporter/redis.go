@@ -239,7 +239,7 @@ func (c *client) maintainRedis(ctx context.Context) {
 
 // enqueue hands one request to its signal's stream. It succeeds only once
 // Redis holds the entry; a full stream is a throttled, retryable error.
-// key is the request's identity (newRequestKey), the flush workers' ledger
+// key is the request's identity (newKey), the flush workers' ledger
 // key: the same for every entry of one request (a resent XADD).
 func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte, items int) error {
 	rs := c.redis
@@ -254,13 +254,6 @@ func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte
 	}
 	c.tel.PostgrescopyEntriesAdded.Add(ctx, 1, attrs)
 	return nil
-}
-
-// newRequestKey returns a random 128-bit request identity, in hex.
-func newRequestKey() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 func (c *client) stopRedis() {

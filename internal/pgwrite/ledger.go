@@ -2,13 +2,10 @@ package pgwrite
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -16,7 +13,7 @@ import (
 )
 
 // Ledger names a batch in the ledger table: the stream it came from and the
-// ids of its entries (or one content hash for a direct write), and the
+// ids of its entries (for a direct write, the keys of its requests), and the
 // entries among them that cannot be read, which go to the quarantine table
 // in the same transaction.
 type Ledger struct {
@@ -82,30 +79,4 @@ func (w *Writer) PruneLedger(ctx context.Context, retention time.Duration) (int6
 // transaction; it returns ErrAlreadyCommitted when an id of l is there.
 func (w *Writer) WriteLedgered(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableResult, error) {
 	return w.write(ctx, b, l)
-}
-
-// ContentID identifies a batch by its content: a hash over every table's COPY
-// data. A direct write records it in the ledger so that the Collector's retry
-// of a batch whose COMMIT succeeded without an answer (a lost connection, a
-// timeout) is recognized instead of written twice.
-func ContentID(b *rows.Batch) (string, error) {
-	h := xxhash.New()
-	var n [8]byte
-	for i := range rows.Tables {
-		data, err := b.Data(i)
-		if err != nil {
-			return "", err
-		}
-		binary.BigEndian.PutUint64(n[:], uint64(len(data)))
-		_, _ = h.Write(n[:])
-		_, _ = h.Write(data)
-	}
-	return strconv.FormatUint(h.Sum64(), 16) + "-" + strconv.Itoa(b.TotalRows()), nil
-}
-
-// PayloadID identifies a Redis entry by its payload, so that the same
-// request added twice (a lost XADD reply retried by the client library or the
-// Collector) is one ledger key and is written once.
-func PayloadID(payload []byte) string {
-	return strconv.FormatUint(xxhash.Sum64(payload), 16) + "-" + strconv.Itoa(len(payload))
 }
