@@ -24,7 +24,9 @@ type Config struct {
 	// sending_queue is the Collector's queue and batcher. Default: on, sized in
 	// items, batches of 2,000 to 5,000 items or 100ms, 2 consumers.
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
-	// retry_on_failure retries retryable failures with backoff. Default on.
+	// retry_on_failure retries retryable failures with backoff. Default on,
+	// 5s initial and 30s max interval, max_elapsed_time 0: a retryable
+	// failure is retried until it succeeds, never dropped.
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
 
 	// endpoint is a PostgreSQL URL or keyword/value DSN, e.g.
@@ -131,6 +133,15 @@ var connStringInError = regexp.MustCompile("cannot parse `[^`]*`")
 
 func withoutConnString(err error) string {
 	return connStringInError.ReplaceAllString(err.Error(), "cannot parse endpoint")
+}
+
+// defaultRetryConfig is the Collector's backoff without its 300s budget: a
+// retryable failure (PostgreSQL or Redis unreachable) is retried until it
+// succeeds, so an acknowledged request is never dropped by an outage.
+func defaultRetryConfig() configretry.BackOffConfig {
+	rc := configretry.NewDefaultBackOffConfig()
+	rc.MaxElapsedTime = 0
+	return rc
 }
 
 const distributionCitus = "citus"
