@@ -85,8 +85,8 @@ func TestLoadConfig(t *testing.T) {
 		{
 			id: component.NewID(metadata.Type),
 			want: &Config{
-				TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
-				QueueConfig:     defaultQueue,
+				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
+				QueueConfig:   defaultQueue,
 				RetryConfig: configretry.BackOffConfig{
 					Enabled:             true,
 					InitialInterval:     5 * time.Second,
