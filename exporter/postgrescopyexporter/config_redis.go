@@ -157,7 +157,11 @@ func (rc *RedisConfig) options() (*redis.Options, error) {
 			return nil, fmt.Errorf(`"redis::endpoint" is not a valid redis:// URL: %s`, msg)
 		}
 	} else if strings.Contains(ep, "://") {
-		return nil, errors.New(`"redis::endpoint" must be host:port or a redis:// or rediss:// URL`)
+		// unix:// and anything else go-redis knows; its errors may quote the URL.
+		var err error
+		if opt, err = redis.ParseURL(ep); err != nil {
+			return nil, errors.New(`"redis::endpoint" must be host:port or a redis://, rediss:// or unix:// URL (with reserved characters of the password percent-encoded)`)
+		}
 	} else {
 		if _, _, err := net.SplitHostPort(ep); err != nil {
 			// The error quotes the endpoint, which is opaque.
