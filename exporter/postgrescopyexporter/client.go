@@ -71,7 +71,12 @@ func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {
 func (c *client) poolConfig(ctx context.Context) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(string(c.cfg.Endpoint))
 	if err != nil {
-		return nil, fmt.Errorf(`"endpoint": %w`, err)
+		// pgx's error may quote part of a password; checkEndpoint says why
+		// without quoting anything.
+		if err := checkEndpoint(string(c.cfg.Endpoint)); err != nil {
+			return nil, err
+		}
+		return nil, errors.New(`"endpoint" is not a valid PostgreSQL URL or DSN`)
 	}
 	cc := pc.ConnConfig
 	if c.cfg.Password != "" {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -27,7 +29,9 @@ type Config struct {
 	// left unset shrink to a smaller queue_size. Off when redis is set and
 	// sending_queue is not (Redis is the queue).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
-	// retry_on_failure retries retryable failures with backoff. Default on.
+	// retry_on_failure retries retryable failures with backoff. Default on,
+	// 5s initial and 30s max interval, max_elapsed_time 0: a retryable
+	// failure is retried until it succeeds, never dropped.
 	RetryConfig configretry.BackOffConfig `mapstructure:"retry_on_failure"`
 
 	// endpoint is a PostgreSQL URL or keyword/value DSN, e.g.
@@ -132,8 +136,8 @@ func (cfg *Config) Validate() error {
 	var errs error
 	if cfg.Endpoint == "" {
 		errs = errors.Join(errs, errors.New(`"endpoint" is required: a PostgreSQL URL such as postgres://user@host:5432/db`))
-	} else if _, err := pgxpool.ParseConfig(string(cfg.Endpoint)); err != nil {
-		errs = errors.Join(errs, fmt.Errorf(`"endpoint" is not a valid PostgreSQL URL or DSN: %s`, withoutConnString(err)))
+	} else if err := checkEndpoint(string(cfg.Endpoint)); err != nil {
+		errs = errors.Join(errs, err)
 	}
 	if !schema.ValidIdentifier(cfg.Schema) {
 		errs = errors.Join(errs, fmt.Errorf(`"schema" %q is not a valid identifier: use letters, digits and _, not starting with a digit, at most 63 bytes`, cfg.Schema))
@@ -171,6 +175,95 @@ var connStringInError = regexp.MustCompile("cannot parse `[^`]*`")
 
 func withoutConnString(err error) string {
 	return connStringInError.ReplaceAllString(err.Error(), "cannot parse endpoint")
+}
+
+// checkEndpoint parses endpoint with pgx's parser and refuses what it cannot
+// read unambiguously. No message quotes any part of endpoint: a password
+// that the parser misplaced (a raw '@' ends the user information early, a
+// raw '/' ends it before it began) would sit in the part quoted.
+func checkEndpoint(endpoint string) error {
+	if rest, ok := cutURLScheme(endpoint, "postgres://", "postgresql://"); ok {
+		// libpq's rule: the first '@' before the first '/' ends the user
+		// information.
+		authority, path, _ := strings.Cut(rest, "/")
+		if err := checkUserinfo(`"endpoint" is not a valid PostgreSQL URL`, authority, path, pgUserinfoByte); err != nil {
+			return err
+		}
+	}
+	_, err := pgxpool.ParseConfig(endpoint)
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		// The parser's reason quotes the text it stopped at, which may be
+		// part of a password; the fix is said instead.
+		switch {
+		case strings.Contains(pe.Error(), "`: failed to parse as URL"):
+			return errors.New(`"endpoint" is not a valid PostgreSQL URL: percent-encode '@', '/', '%' and spaces in the user name, password and database name (%40, %2F, %25, %20), or put the password in "password"`)
+		case strings.Contains(pe.Error(), "`: failed to parse as keyword/value"):
+			return errors.New(`"endpoint" is not a valid PostgreSQL keyword/value DSN: write each setting as key=value, quoting a value that holds spaces or quotes (password='a b\'c', with \' and \\ inside), or put the password in "password"`)
+		}
+	}
+	// The structure was read; the reason is about another setting (port,
+	// sslmode, timeouts), never about the password.
+	return fmt.Errorf(`"endpoint" is not a valid PostgreSQL URL or DSN: %s`, withoutConnString(err))
+}
+
+// cutURLScheme returns what follows the first of schemes that s starts with.
+func cutURLScheme(s string, schemes ...string) (string, bool) {
+	for _, scheme := range schemes {
+		if rest, ok := strings.CutPrefix(s, scheme); ok {
+			return rest, true
+		}
+	}
+	return "", false
+}
+
+// checkUserinfo refuses a URL whose user information cannot be told apart
+// from its host unambiguously: authority is what precedes the path, after the
+// text that follows. valid says which bytes may stand unencoded in the user
+// name and password. what starts each message; nothing of the URL is quoted.
+func checkUserinfo(what, authority, after string, valid func(byte) bool) error {
+	switch n := strings.Count(authority, "@"); {
+	case n > 1:
+		return fmt.Errorf(`%s: its user name or password holds a raw '@': percent-encode it as %%40`, what)
+	case n == 0 && strings.Contains(after, "@"):
+		return fmt.Errorf(`%s: it has an '@' after its host: a '/', '?' or '#' in the user name or password must be percent-encoded (%%2F, %%3F, %%23), and an '@' as %%40`, what)
+	case n == 0:
+		return nil
+	}
+	userinfo, _, _ := strings.Cut(authority, "@")
+	for i := 0; i < len(userinfo); i++ {
+		c := userinfo[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(userinfo) || !isHex(userinfo[i+1]) || !isHex(userinfo[i+2]) {
+				return fmt.Errorf(`%s: its user name or password holds a '%%' that starts no percent-encoding: write it as %%25`, what)
+			}
+		case c == ' ':
+			return fmt.Errorf(`%s: its user name or password holds a space: percent-encode it as %%20`, what)
+		case !valid(c):
+			return fmt.Errorf(`%s: its user name or password holds a character that must be percent-encoded (e.g. '"' as %%22)`, what)
+		}
+	}
+	return nil
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// pgUserinfoByte: libpq takes any byte but '%' (an escape) and NUL literally.
+func pgUserinfoByte(c byte) bool { return c != 0 }
+
+// defaultRetryConfig is the Collector's backoff without its 300s budget: a
+// retryable failure (PostgreSQL or Redis unreachable) is retried until it
+// succeeds, so an acknowledged request is never dropped by an outage.
+func defaultRetryConfig() configretry.BackOffConfig {
+	rc := configretry.NewDefaultBackOffConfig()
+	rc.MaxElapsedTime = 0
+	return rc
 }
 
 const distributionCitus = "citus"

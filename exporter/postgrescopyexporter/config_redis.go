@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -121,21 +122,50 @@ func (rc *RedisConfig) Validate() error {
 	return errs
 }
 
+// redisUserinfoByte is what net/url accepts unencoded in user information.
+func redisUserinfoByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		strings.IndexByte("-._:~!$&'()*+,;=%@", c) >= 0
+}
+
 // options builds the go-redis options (TLS from the tls section is applied
 // at start, where a context is available).
 func (rc *RedisConfig) options() (*redis.Options, error) {
 	ep := string(rc.Endpoint)
 	var opt *redis.Options
-	if strings.Contains(ep, "://") {
-		var err error
-		opt, err = redis.ParseURL(ep)
+	if rest, ok := cutURLScheme(ep, "redis://", "rediss://"); ok {
+		// net/url's rule: the authority ends at the first '/', '?' or '#'.
+		end := strings.IndexAny(rest, "/?#")
+		if end < 0 {
+			end = len(rest)
+		}
+		if err := checkUserinfo(`"redis::endpoint" is not a valid redis:// URL`, rest[:end], rest[end:], redisUserinfoByte); err != nil {
+			return nil, err
+		}
+		u, err := url.Parse(ep)
 		if err != nil {
-			// go-redis errors do not echo the URL, but be sure.
-			return nil, fmt.Errorf(`"redis::endpoint" is not a valid redis:// URL: %s`, strings.ReplaceAll(err.Error(), ep, "[REDACTED]"))
+			// url.Error quotes the URL and its reason the text it stopped at.
+			return nil, errors.New(`"redis::endpoint" is not a valid redis:// URL: percent-encode reserved characters in the user name and password, or put the password in "redis::password"`)
+		}
+		if opt, err = redis.ParseURL(ep); err != nil {
+			// Its reasons name the scheme, path or a query setting; the
+			// password, in the user information, is cut out to be sure.
+			msg := err.Error()
+			if pw, ok := u.User.Password(); ok && pw != "" {
+				msg = strings.ReplaceAll(msg, pw, "[REDACTED]")
+			}
+			return nil, fmt.Errorf(`"redis::endpoint" is not a valid redis:// URL: %s`, msg)
+		}
+	} else if strings.Contains(ep, "://") {
+		// unix:// and anything else go-redis knows; its errors may quote the URL.
+		var err error
+		if opt, err = redis.ParseURL(ep); err != nil {
+			return nil, errors.New(`"redis::endpoint" must be host:port or a redis://, rediss:// or unix:// URL (with reserved characters of the password percent-encoded)`)
 		}
 	} else {
 		if _, _, err := net.SplitHostPort(ep); err != nil {
-			return nil, fmt.Errorf(`"redis::endpoint" must be host:port or a redis:// URL: %w`, err)
+			// The error quotes the endpoint, which is opaque.
+			return nil, errors.New(`"redis::endpoint" must be host:port or a redis:// URL`)
 		}
 		opt = &redis.Options{Addr: ep}
 	}

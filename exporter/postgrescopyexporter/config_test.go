@@ -38,6 +38,27 @@ func TestDefaultConfigRoundTrip(t *testing.T) {
 	assert.ErrorContains(t, cfg.Validate(), `"endpoint" is required`)
 }
 
+// TestDefaultRetryNeverGivesUp: with the factory's defaults a retryable
+// failure is retried without a time budget (issue 15 item 3: the
+// Collector's 300s max_elapsed_time dropped acknowledged data after a
+// five-minute outage), also when the user's retry_on_failure section sets
+// only other keys.
+func TestDefaultRetryNeverGivesUp(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	assert.True(t, cfg.RetryConfig.Enabled, "retry_on_failure is on by default")
+	assert.Zero(t, cfg.RetryConfig.MaxElapsedTime, "max_elapsed_time 0: never give up")
+	require.NoError(t, cfg.RetryConfig.Validate())
+
+	cfg = createDefaultConfig().(*Config)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{
+		"endpoint":         "postgres://otel@127.0.0.1:5432/telemetry",
+		"retry_on_failure": map[string]any{"initial_interval": "1s"},
+	}).Unmarshal(cfg))
+	assert.Zero(t, cfg.RetryConfig.MaxElapsedTime)
+	assert.Equal(t, time.Second, cfg.RetryConfig.InitialInterval)
+	require.NoError(t, confmap.Validate(cfg))
+}
+
 func TestLoadConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
 	require.NoError(t, err)
@@ -64,9 +85,16 @@ func TestLoadConfig(t *testing.T) {
 		{
 			id: component.NewID(metadata.Type),
 			want: &Config{
-				TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
-				QueueConfig:     defaultQueue,
-				RetryConfig:     configretry.NewDefaultBackOffConfig(),
+				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
+				QueueConfig:   defaultQueue,
+				RetryConfig: configretry.BackOffConfig{
+					Enabled:             true,
+					InitialInterval:     5 * time.Second,
+					MaxInterval:         30 * time.Second,
+					MaxElapsedTime:      0,
+					Multiplier:          1.5,
+					RandomizationFactor: 0.5,
+				},
 				Endpoint:        "postgres://otel@127.0.0.1:5432/telemetry",
 				Schema:          "otel",
 				CreateSchema:    true,
@@ -115,7 +143,7 @@ func TestLoadConfig(t *testing.T) {
 				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 				QueueConfig:   configoptional.None[exporterhelper.QueueBatchConfig](),
 				RetryConfig: func() configretry.BackOffConfig {
-					r := configretry.NewDefaultBackOffConfig()
+					r := defaultRetryConfig()
 					r.Enabled = false
 					return r
 				}(),

@@ -6,7 +6,6 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configoptional"
-	"go.opentelemetry.io/collector/config/configretry"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
@@ -30,7 +29,7 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 		QueueConfig:     metadata.NewDefaultSendingQueueConfig(),
-		RetryConfig:     configretry.NewDefaultBackOffConfig(),
+		RetryConfig:     defaultRetryConfig(),
 		Schema:          "otel",
 		CreateSchema:    true,
 		Indexes:         true,
