@@ -75,6 +75,12 @@ func runPGOutage(ctx context.Context, o *options) []row {
 	if err := sleepCtx(ctx, 5*time.Second); err != nil {
 		return fail(err)
 	}
+	var before [2]int64
+	for i, e := range []*env{ed, er} {
+		if before[i], err = e.count(ctx, "spans"); err != nil {
+			return fail(err)
+		}
+	}
 	if err := pg.stop(); err != nil {
 		return fail(err)
 	}
@@ -122,6 +128,16 @@ func runPGOutage(ctx context.Context, o *options) []row {
 		if !drained {
 			redisRow.note("the stream did not drain within %s", o.shortDrain)
 		}
+	}
+	for i, r := range rows {
+		if r.err != nil {
+			continue
+		}
+		r.note("%d spans stored before PostgreSQL stopped; the rest was acknowledged while it was down", before[i])
+		if r.acked <= before[i] {
+			r.err = fmt.Errorf("nothing was acknowledged while PostgreSQL was down (%d acknowledged, %d stored before)", r.acked, before[i])
+		}
+		rows[i] = r
 	}
 	return rows
 }
@@ -176,7 +192,12 @@ func collectorKillOutage(ctx context.Context, o *options) (r row) {
 		}
 	}
 	defer stopLoad()
-	if err := sleepCtx(ctx, 5*time.Second); err == nil {
+	if err := sleepCtx(ctx, 5*time.Second); err != nil {
+		r.err = err
+		return r
+	}
+	before, err := e.count(ctx, "spans")
+	if err == nil {
 		err = pg.stop()
 	}
 	if err != nil {
@@ -214,6 +235,10 @@ func collectorKillOutage(ctx context.Context, o *options) (r row) {
 		return r
 	}
 	t.fill(&r)
+	r.note("%d spans stored before PostgreSQL stopped; the rest was acknowledged while it was down", before)
+	if t.acked <= before {
+		r.err = fmt.Errorf("nothing was acknowledged while PostgreSQL was down (%d acknowledged, %d stored before)", t.acked, before)
+	}
 	return r
 }
 
