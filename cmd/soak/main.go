@@ -121,11 +121,13 @@ func run() int {
 	printTable(os.Stdout, rows)
 	code := 0
 	for _, r := range rows {
-		switch {
-		case r.err == nil && !r.pass:
+		switch r.verdict() {
+		case "fail":
 			code = 1
-		case r.err != nil && code == 0:
-			code = 2
+		case "error":
+			if code == 0 {
+				code = 2
+			}
 		}
 	}
 	if code == 0 {

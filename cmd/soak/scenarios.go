@@ -64,7 +64,7 @@ func (r *row) note(format string, args ...any) {
 
 func (r *row) verdict() string {
 	switch {
-	case r.err != nil:
+	case r.err != nil && !errors.Is(r.err, errExited):
 		return "error"
 	case r.pass:
 		return "pass"
@@ -108,7 +108,7 @@ func printTable(w io.Writer, rows []row) {
 	_ = tw.Flush()
 	for _, r := range rows {
 		if r.err != nil {
-			fmt.Fprintf(w, "  %s/%s: could not run: %v\n", r.scenario, r.mode, r.err)
+			fmt.Fprintf(w, "  %s/%s: stopped: %v\n", r.scenario, r.mode, r.err)
 		}
 		for _, n := range r.notes {
 			fmt.Fprintf(w, "  %s/%s: %s\n", r.scenario, r.mode, n)
@@ -474,7 +474,7 @@ var (
 	// exporter's to choose, so any of the usual words will do.
 	lossLogLine = regexp.MustCompile(`(?i)(\terror\t|"level":"error").*redis.*(lost|loss|losing|lose|empty|restarted|flushed)`)
 	// A loss counter among the exporter's own metrics.
-	lossMetric = regexp.MustCompile(`^(otelcol_postgrescopy_\S*(?:lost|loss)\S*?)(?:\{[^}]*\})? (\S+)$`)
+	lossMetric = regexp.MustCompile(`^(otelcol_postgrescopy_\S*(?:lost|loss|reset|restart)\S*?)(?:\{[^}]*\})? (\S+)$`)
 )
 
 // lossReport says how the collector reported lost Redis data: the first
