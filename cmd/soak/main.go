@@ -68,7 +68,7 @@ func parseFlags() *options {
 	flag.DurationVar(&o.drain, "drain-timeout", 3*time.Minute, "kill: how long to wait for the stream to drain after the load")
 	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run: kill, redis-empty, redis-aof, pg-outage, collector-kill-outage, identical (or all)")
 	flag.DurationVar(&o.outage, "outage", 320*time.Second, "pg-outage: how long PostgreSQL stays down (the Collector's default retry gives up after 300s)")
-	flag.DurationVar(&o.directDrain, "outage-drain", 75*time.Second, "pg-outage, collector-kill-outage: how long to wait for the direct collector's rows once PostgreSQL is back")
+	flag.DurationVar(&o.directDrain, "outage-drain", 60*time.Second, "pg-outage, collector-kill-outage: how long to wait for the direct collector's rows once PostgreSQL is back")
 	flag.DurationVar(&o.shortDrain, "redis-drain", 45*time.Second, "redis-empty, redis-aof, pg-outage, identical: how long to wait for a stream to drain")
 	o.outageLoad, o.redisKillAfter, o.redisLoadAfter, o.killOutageLoad = 20*time.Second, 8*time.Second, 12*time.Second, 10*time.Second
 	flag.Parse()

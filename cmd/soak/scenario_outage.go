@@ -108,7 +108,7 @@ func runPGOutage(ctx context.Context, o *options) []row {
 	ed.logf("PostgreSQL back after %s", time.Since(down).Round(time.Second))
 
 	// The default retry waits up to 45 s (30 s max interval ± half) between
-	// attempts: the direct wait must outlast one.
+	// attempts: -outage-drain must outlast one.
 	if _, err := ed.waitRows(ctx, "spans", ackedSpans(loads[0]), o.directDrain); err != nil {
 		direct.err = err
 	} else if t, err := ed.tally(ctx, loads[0], nil); err != nil {

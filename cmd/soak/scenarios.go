@@ -177,6 +177,8 @@ type collectorSpec struct {
 	fileStorage string
 	// signals are the pipelines: "traces" and/or "logs".
 	signals []string
+	// redis adds settings to the redis section (Redis mode only).
+	redis map[string]any
 }
 
 // startCollector writes the config and starts the collector on free ports.
@@ -211,7 +213,11 @@ func (e *env) config(spec collectorSpec, grpcAddr, healthAddr, metricsAddr strin
 	}
 	if e.redisAddr != "" {
 		exp["sending_queue"] = map[string]any{"enabled": false}
-		exp["redis"] = map[string]any{"endpoint": e.redisAddr, "key_prefix": e.prefix}
+		rc := map[string]any{"endpoint": e.redisAddr, "key_prefix": e.prefix}
+		for k, v := range spec.redis {
+			rc[k] = v
+		}
+		exp["redis"] = rc
 	}
 	extensions := map[string]any{"health_check": map[string]any{"endpoint": healthAddr}}
 	extNames := []string{"health_check"}
