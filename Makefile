@@ -55,10 +55,16 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-# Crash soak, kept out of `make test` (it takes minutes): the built collector
-# under OTLP load with Redis coordination, SIGKILLed and restarted at random
-# moments, then every acknowledged span checked in PostgreSQL exactly once.
-# Extra flags: make soak SOAK_FLAGS='-kills 8 -seed 42'.
+# Failure soak, kept out of `make test` (about 12 minutes): the built collector
+# under OTLP load through each scenario, every acknowledged item then checked
+# in PostgreSQL exactly once, one table at the end (exit 1 on any failure):
+# kill (SIGKILLs of the collector, Redis mode), redis-empty (Redis without
+# persistence SIGKILLed and restarted empty: only what it held may be lost,
+# and reported), redis-aof, pg-outage (PostgreSQL down 320s, direct and
+# Redis), collector-kill-outage (file_storage queue) and identical (five
+# identical requests). Throwaway redis-server and PostgreSQL servers on free
+# ports; the local ones are never stopped. One scenario, other settings:
+# make soak SOAK_FLAGS='-scenarios kill -kills 8 -seed 42' (go run ./cmd/soak -h).
 SOAK_FLAGS ?=
 soak: build services
 	$(GO) run ./cmd/soak -collector $(COLLECTOR) $(SOAK_FLAGS)
