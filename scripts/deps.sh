@@ -38,7 +38,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 command -v apt-get >/dev/null || { echo "deps: missing ${pkgs[*]} and apt-get is not available" >&2; exit 1; }
 
-exec 9>/var/lock/postgrescopy-deps.lock
+lock=/var/lock/postgrescopy-deps.lock
+[ -d /var/lock/ ] || lock=/tmp/postgrescopy-deps.lock
+exec 9>"$lock"
 flock 9
 # Another run may have installed them while this one waited for the lock.
 read -r -a pkgs <<<"$(missing)"

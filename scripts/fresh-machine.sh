@@ -209,6 +209,11 @@ for state in "${STATES[@]}"; do
   cp "$FRESH_DIR/netproxy" "$root/usr/local/bin/netproxy"
   cp "$FRESH_DIR/in-machine.sh" "$root/in-machine.sh"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
+  # The host's own CAs (say, of an egress proxy) are the network's: trust them.
+  if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+    chroot "$root" update-ca-certificates >/dev/null 2>&1
+  fi
   printf '127.0.0.1 localhost\n::1 localhost ip6-localhost\n' >"$root/etc/hosts"
   if [ "${FRESH_COLD:-}" = 1 ]; then rm -rf "$FRESH_DIR/gocache"; mkdir -p "$FRESH_DIR/gocache"; fi
 
@@ -233,6 +238,7 @@ for state in "${STATES[@]}"; do
       mount --rbind /dev "$ROOT/dev"
       mount -t tmpfs -o mode=1777 shm "$ROOT/dev/shm"
       mount -t tmpfs tmpfs "$ROOT/run"
+      mkdir -m 1777 "$ROOT/run/lock"
       mount -t tmpfs -o mode=1777 tmpfs "$ROOT/tmp"
       mount --bind "$FRESH_DIR/gomod" "$ROOT/root/go/pkg/mod"
       mount --bind "$FRESH_DIR/gocache" "$ROOT/root/.cache/go-build"
