@@ -254,7 +254,7 @@ for state in "${STATES[@]}"; do
   wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0fs", b-a}')
   mt=$(sed -n 's/^make_test_seconds=//p' "$root/log/result" 2>/dev/null | head -1)
   fr=$(sed -n 's/^run_to_first_row_seconds=//p' "$root/log/result" 2>/dev/null | head -1)
-  note=$(grep -E '^(FAIL|redis_kill9)' "$root/log/result" 2>/dev/null | tr '\n' ' ')
+  note=$(grep -E '^(FAIL|redis_kill9)' "$root/log/result" 2>/dev/null | tr '\n' ' ' || true)
   if [ $rc = 0 ] && grep -qx PASS "$root/log/result" 2>/dev/null; then res=pass; else res=fail; overall=1
     [ -n "$note" ] || note="exited $rc: $(tail -2 "$root/log/in-machine.log" | tr '\n' ' ')"; fi
   printf '%-8s %-4s %8s %10s %14s  %s\n' "$state" "$res" "$wall" "${mt:+${mt}s}" "${fr:+${fr}s}" "$note"
