@@ -13,7 +13,9 @@
 #   systemd  packages installed and started by the package, as systemd does:
 #            the cluster runs on 5432 with the package's password-only
 #            pg_hba.conf, Redis runs on 6379 from /var/lib/redis
-#   taken    packages installed and stopped, something else holds 5432
+#   taken    packages installed and stopped, then something else takes 5432
+#   otherport  something else held 5432 when the packages were installed:
+#            the package's cluster is on 5433, stopped
 #
 # Each state gets a debootstrapped root (cached in $FRESH_DIR/base), the
 # running Go toolchain copied in, and a clone of this repository's committed
@@ -34,7 +36,7 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 FRESH_DIR=${FRESH_DIR:-/var/tmp/postgrescopy-fresh}
 MIRROR=${FRESH_MIRROR:-http://deb.debian.org/debian}
 STATES=("$@")
-[ ${#STATES[@]} -gt 0 ] || STATES=(host absent stopped systemd taken)
+[ ${#STATES[@]} -gt 0 ] || STATES=(host absent stopped systemd taken otherport)
 
 [ "$(id -u)" = 0 ] || { echo "fresh-machine: run as root (debootstrap, chroot, unshare)" >&2; exit 1; }
 GOROOT_HOST=$(go env GOROOT)
@@ -75,14 +77,16 @@ prep() {
   local pkgs="postgresql postgresql-client redis-server pgbouncer"
   case $state in
   host|absent) ;;
-  stopped|taken)
+  stopped|taken|otherport)
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
+    # Something that is not PostgreSQL holds 5432 (and keeps it): a netproxy
+    # bridge, whose far end does not exist.
+    other() { setsid netproxy bridge 127.0.0.1:5432 /nonexistent >/dev/null 2>&1 & }
+    [ $state = otherport ] && other
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >$L/prep.log 2>&1 || return 1
     rm -f /usr/sbin/policy-rc.d
-    if [ $state = taken ]; then
-      # Something that is not PostgreSQL holds 5432 (and keeps it).
-      redis-server --port 5432 --daemonize yes --save "" --logfile /tmp/other-5432.log || return 1
-    fi ;;
+    [ $state = taken ] && other
+    sleep 0.5 ;;
   systemd)
     # The package's own start, as systemd would run it (no systemd in here).
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >$L/prep.log 2>&1 || return 1
@@ -186,7 +190,9 @@ systemd)
   [ -f .data/redis/redis.pid ] && fail "make stop left its Redis pid file"
   pgrep -f "redis-server 127.0.0.1:6379" >/dev/null && fail "make stop left its Redis running" ;;
 esac
-[ $state = taken ] && { pgrep -f 'redis-server \*:5432' >/dev/null || fail "make stop stopped the other server on 5432"; }
+case $state in taken|otherport)
+  pgrep -f 'netproxy bridge 127.0.0.1:5432' >/dev/null || fail "make stop stopped the other server on 5432" ;;
+esac
 echo PASS >>$L/result
 INNER
 chmod 755 "$FRESH_DIR/in-machine.sh"

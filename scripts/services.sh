@@ -194,4 +194,5 @@ POSTGRESCOPY_TEST_REDIS='$REDIS_ADDR'
 POSTGRESCOPY_REDIS='$REDIS_ADDR'
 PGPORT='$PGPORT'
 EOF
+chmod 600 "$ENV_FILE.tmp" # a URL of the user's may hold a password
 mv "$ENV_FILE.tmp" "$ENV_FILE"
