@@ -153,11 +153,11 @@ for _ in $(seq 1 60); do [ "$(count $since0)" = "400|400" ] && break; sleep 0.5;
 [ "$(count $since0)" = "400|400" ] || fail "expected 400 distinct spans, got $(count $since0)"
 
 # 4. Where Redis is the project's own: kill -9 it with acknowledged requests
-# in it (PostgreSQL held by a lock so they cannot be written yet), then
+# in it (a SHARE lock on otel.spans holds their COPY back; reads go on), then
 # make run again: every one arrives, exactly once.
 if [ -f .data/redis/redis.pid ]; then
   psql -h 127.0.0.1 -p "$PGPORT" -U postgres -Xq -c "SET application_name = 'fresh-lock'" \
-    -c 'BEGIN' -c 'LOCK TABLE otel.spans IN ACCESS EXCLUSIVE MODE' -c 'SELECT pg_sleep(600)' >/dev/null 2>&1 &
+    -c 'BEGIN' -c 'LOCK TABLE otel.spans IN SHARE MODE' -c 'SELECT pg_sleep(600)' >/dev/null 2>&1 &
   sleep 1
   send || fail "telemetrygen while PostgreSQL is locked: $(tail -3 $L/telemetrygen.log)"
   kill -9 "$(cat .data/redis/redis.pid)"
@@ -201,7 +201,11 @@ chmod 755 "$FRESH_DIR/in-machine.sh"
 
 # Each state runs in-machine.sh in its chroot, in fresh mount and PID
 # namespaces (and a network one unless the state is host).
-printf '%-8s %-4s %8s %10s %14s  %s\n' state res wall make_test run_to_row note
+# Interrupted: SIGKILL to unshare ends the state's PID namespace (--kill-child),
+# and with it every process and mount the state made.
+ns_pid= proxy_pid=
+trap 'kill -9 $ns_pid $proxy_pid 2>/dev/null; exit 130' INT TERM
+printf '%-9s %-4s %8s %10s %14s  %s\n' state res wall make_test run_to_row note
 overall=0
 for state in "${STATES[@]}"; do
   t0=$(date +%s.%N)
@@ -255,15 +259,18 @@ for state in "${STATES[@]}"; do
         chroot "$ROOT" /usr/local/bin/netproxy bridge 127.0.0.1:3128 /var/lib/netproxy/sock 2>>"$ROOT/log/netproxy.log" &
       fi
       chroot "$ROOT" /usr/bin/env "$@" /bin/bash /in-machine.sh "$STATE"
-    ' _ "${envs[@]}" >"$root/log/in-machine.log" 2>&1 || rc=$?
-  [ -n "$proxy_pid" ] && { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null || true; }
+    ' _ "${envs[@]}" >"$root/log/in-machine.log" 2>&1 &
+  ns_pid=$!
+  wait "$ns_pid" || rc=$?
+  ns_pid=
+  [ -n "$proxy_pid" ] && { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null || true; proxy_pid=; }
   wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0fs", b-a}')
   mt=$(sed -n 's/^make_test_seconds=//p' "$root/log/result" 2>/dev/null | head -1)
   fr=$(sed -n 's/^run_to_first_row_seconds=//p' "$root/log/result" 2>/dev/null | head -1)
   note=$(grep -E '^(FAIL|redis_kill9)' "$root/log/result" 2>/dev/null | tr '\n' ' ' || true)
   if [ $rc = 0 ] && grep -qx PASS "$root/log/result" 2>/dev/null; then res=pass; else res=fail; overall=1
     [ -n "$note" ] || note="exited $rc: $(tail -2 "$root/log/in-machine.log" | tr '\n' ' ')"; fi
-  printf '%-8s %-4s %8s %10s %14s  %s\n' "$state" "$res" "$wall" "${mt:+${mt}s}" "${fr:+${fr}s}" "$note"
+  printf '%-9s %-4s %8s %10s %14s  %s\n' "$state" "$res" "$wall" "${mt:+${mt}s}" "${fr:+${fr}s}" "$note"
 done
 # Nothing is left mounted: every mount was made inside a state's own mount
 # namespace, which ended with it.
