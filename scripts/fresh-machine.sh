@@ -25,7 +25,8 @@
 # refuses host-local addresses. Every state runs in its own mount and PID
 # namespace: its mounts and processes end with it. The Go module download
 # cache is shared by the states; the build cache is too (the first state
-# builds cold) unless FRESH_COLD=1.
+# builds cold) unless FRESH_COLD=1. FRESH_REF=commit checks that commit of
+# the repository instead of HEAD (the check itself is this script's).
 #
 # Prints one line per state: pass/fail, the wall time, the time of a cold
 # `make test` and the time from `make run` to the first row the README's
@@ -218,6 +219,7 @@ for state in "${STATES[@]}"; do
   mkdir -p "$root/usr/local" "$root/log" "$root/src" "$root/root/go/pkg/mod" "$root/root/.cache/go-build"
   cp -a "$GOROOT_HOST" "$root/usr/local/go"
   git clone -q "$REPO" "$root/src/postgrescopy"
+  if [ -n "${FRESH_REF:-}" ]; then git -C "$root/src/postgrescopy" checkout -q "$FRESH_REF"; fi
   cp "$FRESH_DIR/netproxy" "$root/usr/local/bin/netproxy"
   cp "$FRESH_DIR/in-machine.sh" "$root/in-machine.sh"
   cp /etc/resolv.conf "$root/etc/resolv.conf"
