@@ -30,7 +30,8 @@
 #
 # Prints one line per state: pass/fail, the wall time, the time of a cold
 # `make test` and the time from `make run` to the first row the README's
-# psql query returns. Logs: $FRESH_DIR/STATE/log/.
+# psql query returns. Logs: $FRESH_DIR/logs/STATE/ (a failed state's root
+# stays in $FRESH_DIR/STATE, logs in its log/).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -273,6 +274,11 @@ for state in "${STATES[@]}"; do
   if [ $rc = 0 ] && grep -qx PASS "$root/log/result" 2>/dev/null; then res=pass; else res=fail; overall=1
     [ -n "$note" ] || note="exited $rc: $(tail -2 "$root/log/in-machine.log" | tr '\n' ' ')"; fi
   printf '%-9s %-4s %8s %10s %14s  %s\n' "$state" "$res" "$wall" "${mt:+${mt}s}" "${fr:+${fr}s}" "$note"
+  # A passed state's root (~1.3 GB) goes; its logs stay. FRESH_KEEP=1 keeps it.
+  if [ $res = pass ] && [ "${FRESH_KEEP:-}" != 1 ]; then
+    rm -rf "$FRESH_DIR/logs/$state"; mkdir -p "$FRESH_DIR/logs"
+    mv "$root/log" "$FRESH_DIR/logs/$state" && rm -rf "$root"
+  fi
 done
 # Nothing is left mounted: every mount was made inside a state's own mount
 # namespace, which ended with it.
