@@ -92,6 +92,8 @@ type Config struct {
 	// limits bounds the size of one value and one row; larger ones are cut
 	// with a marker, never dropped (see LimitsConfig).
 	Limits LimitsConfig `mapstructure:"limits"`
+	// pricing and cost_attribution: see AISpendConfig.
+	AISpendConfig `mapstructure:",squash"`
 }
 
 // Unmarshal applies the defaults that depend on what the user wrote: with a

@@ -103,6 +103,7 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "genai",
+				AISpendConfig:   defaultAISpendConfig(),
 			},
 		},
 		{
@@ -130,6 +131,7 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "none",
+				AISpendConfig:   defaultAISpendConfig(),
 				Promote: []PromoteConfig{
 					{Column: "user_id", Type: "text", From: []string{"span:enduser.id", "log:user.id", "resource:user.id"},
 						Signals: []string{"traces", "logs"}, Remove: true},
@@ -155,6 +157,7 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "genai",
+				AISpendConfig:   defaultAISpendConfig(),
 			},
 		},
 		{

@@ -39,6 +39,7 @@ func createDefaultConfig() component.Config {
 		// On by default: the product exists to show AI spend, and the
 		// columns cost a NULL bit and a few key lookups on other spans.
 		PromotePreset: presetGenAI,
+		AISpendConfig: defaultAISpendConfig(),
 	}
 }
 
