@@ -1,0 +1,247 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+)
+
+// The price file of the AI spend tests: gpt-4o changes price at noon of the
+// test day, claude-sonnet-4* is a pattern with cache rates, o3-mini has no
+// reasoning price (reasoning tokens then cost the output price).
+const testPrices = `prices:
+  - provider: openai
+    model: gpt-4o
+    input: 2.50
+    output: 10.00
+    cache_read: 1.25
+    valid_to: {{noon}}
+  - provider: openai
+    model: gpt-4o
+    input: 2.00
+    output: 8.00
+    cache_read: 1.00
+    valid_from: {{noon}}
+  - provider: anthropic
+    model: claude-sonnet-4*
+    input: 3.00
+    output: 15.00
+    cache_read: 0.30
+    cache_write: 3.75
+  - model: o3-mini
+    input: 1.10
+    output: 4.40
+`
+
+// startTracesExporter starts a traces exporter of cfg and returns it.
+func startTracesExporter(t *testing.T, cfg *Config) exporter.Traces {
+	t.Helper()
+	ctx := context.Background()
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, te.Shutdown(context.Background())) })
+	return te
+}
+
+// otlpInto is an OTLP/HTTP endpoint that hands what it receives to te, so
+// that the OpenTelemetry Go SDK's own OTLP exporter produces the data.
+func otlpInto(t *testing.T, te exporter.Traces) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := te.ConsumeTraces(r.Context(), req.Traces()); err != nil {
+			t.Errorf("consume: %v", err)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, _ := ptraceotlp.NewExportResponse().MarshalProto()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(resp)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1/traces"
+}
+
+// sdkTracer is a tracer of the SDK for one team's service, exporting
+// synchronously (each span on End) through OTLP/HTTP to endpoint.
+func sdkTracer(t *testing.T, endpoint, service, team string) trace.Tracer {
+	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(endpoint),
+		otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+	require.NoError(t, err)
+	res := resource.NewSchemaless(semconv.ServiceName(service), attribute.String("team", team))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res))
+	t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
+	return tp.Tracer("genai-test")
+}
+
+// call records one GenAI call as the conventions describe it: a CLIENT span
+// named "{operation} {model}" with the usage attributes.
+func call(tr trace.Tracer, kind trace.SpanKind, at time.Time, attrs ...attribute.KeyValue) {
+	_, span := tr.Start(context.Background(), "chat", trace.WithSpanKind(kind), trace.WithTimestamp(at),
+		trace.WithAttributes(append([]attribute.KeyValue{semconv.GenAIOperationNameChat}, attrs...)...))
+	span.End(trace.WithTimestamp(at.Add(800 * time.Millisecond)))
+}
+
+func aiSpendConfig(t *testing.T, noon time.Time) (*Config, string) {
+	cfg, schemaName := testConfig(t)
+	file := filepath.Join(t.TempDir(), "prices.yaml")
+	prices := []byte(strings.ReplaceAll(testPrices, "{{noon}}", noon.Format(time.RFC3339)))
+	require.NoError(t, os.WriteFile(file, prices, 0o600))
+	cfg.Pricing.File = file
+	cfg.CostAttribution.Dimensions = []DimensionConfig{{Name: "team", From: []string{"span:team", "resource:team"}}}
+	// The tests write yesterday's spans after the start's maintenance has
+	// rolled up to now: the late window must reach back over them.
+	cfg.CostAttribution.LateWindow = 48 * time.Hour
+	require.NoError(t, cfg.Validate())
+	require.NoError(t, cfg.AISpendConfig.Validate())
+	return cfg, schemaName
+}
+
+func maintainNow(t *testing.T, pool *pgxpool.Pool, schemaName string, retention time.Duration) []schema.Action {
+	t.Helper()
+	actions, err := schema.Maintain(context.Background(), pool, schemaName,
+		schema.Partitioning{Interval: 24 * time.Hour, Premake: 1, Retention: retention})
+	require.NoError(t, err)
+	return actions
+}
+
+// TestAISpendFromSDKSpans: spans made by the OpenTelemetry Go SDK with the
+// GenAI convention attributes only (tokens, models; no cost), plus a few with
+// a provider-reported cost, priced from a price file: per team, model and
+// day the cost is the hand-computed sum exactly, unpriced calls are counted
+// apart, cached tokens cost the cache rate and are not counted again at the
+// input rate, and the noon price change prices the morning and the
+// afternoon differently.
+func TestAISpendFromSDKSpans(t *testing.T) {
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1) // yesterday: every hour closed
+	noon := day.Add(12 * time.Hour)
+	cfg, schemaName := aiSpendConfig(t, noon)
+	te := startTracesExporter(t, cfg)
+	endpoint := otlpInto(t, te)
+	a := sdkTracer(t, endpoint, "assistant", "a")
+	b := sdkTracer(t, endpoint, "search", "b")
+	openai, anthropic := semconv.GenAIProviderNameOpenAI, semconv.GenAIProviderNameAnthropic
+
+	// Team a. gpt-4o at 09:00, before the price change:
+	//   (400000-100000)×2.50 + 100000×1.25 + 50000×10.00 = 1.375 USD
+	call(a, trace.SpanKindClient, day.Add(9*time.Hour), openai, semconv.GenAIRequestModel("gpt-4o"), semconv.GenAIResponseModel("gpt-4o"),
+		semconv.GenAIUsageInputTokens(400000), semconv.GenAIUsageCacheReadInputTokens(100000), semconv.GenAIUsageOutputTokens(50000),
+		semconv.GenAIConversationID("conv-1"))
+	// The same call at 15:00, after: 300000×2.00 + 100000×1.00 + 50000×8.00 = 1.100 USD
+	call(a, trace.SpanKindClient, day.Add(15*time.Hour), openai, semconv.GenAIRequestModel("gpt-4o"), semconv.GenAIResponseModel("gpt-4o"),
+		semconv.GenAIUsageInputTokens(400000), semconv.GenAIUsageCacheReadInputTokens(100000), semconv.GenAIUsageOutputTokens(50000),
+		semconv.GenAIConversationID("conv-1"))
+	// claude-sonnet-4-5 by pattern, cache read and write:
+	//   (200000-80000-20000)×3.00 + 80000×0.30 + 20000×3.75 + 10000×15.00 = 0.549 USD
+	call(a, trace.SpanKindClient, day.Add(10*time.Hour), anthropic, semconv.GenAIRequestModel("claude-sonnet-4-5"), semconv.GenAIResponseModel("claude-sonnet-4-5-20250929"),
+		semconv.GenAIUsageInputTokens(200000), semconv.GenAIUsageCacheReadInputTokens(80000),
+		semconv.GenAIUsageCacheCreationInputTokens(20000), semconv.GenAIUsageOutputTokens(10000), semconv.GenAIAgentName("planner"))
+	// An LLM proxy's SERVER span repeating a call's totals: not a call.
+	call(a, trace.SpanKindServer, day.Add(9*time.Hour), openai, semconv.GenAIResponseModel("gpt-4o"),
+		semconv.GenAIUsageInputTokens(400000), semconv.GenAIUsageOutputTokens(50000))
+
+	// Team b. A provider-reported cost wins over the catalog (0.0035 here).
+	call(b, trace.SpanKindClient, day.Add(11*time.Hour), openai, semconv.GenAIResponseModel("gpt-4o"),
+		semconv.GenAIUsageInputTokens(1000), semconv.GenAIUsageOutputTokens(100), attribute.Float64("gen_ai.usage.cost", 0.5))
+	// OpenInference's keys, after noon: 100000×2.00 + 10000×8.00 = 0.280 USD
+	call(b, trace.SpanKindInternal, day.Add(16*time.Hour), attribute.String("llm.provider", "openai"), attribute.String("llm.model_name", "gpt-4o"),
+		attribute.Int("llm.token_count.prompt", 100000), attribute.Int("llm.token_count.completion", 10000))
+	// Reasoning tokens without a reasoning price cost the output price:
+	//   10000×1.10 + (20000-15000)×4.40 + 15000×4.40 = 0.099 USD
+	call(b, trace.SpanKindClient, day.Add(13*time.Hour), openai, semconv.GenAIResponseModel("o3-mini"),
+		semconv.GenAIUsageInputTokens(10000), semconv.GenAIUsageOutputTokens(20000), attribute.Int("gen_ai.usage.reasoning.output_tokens", 15000))
+	// No price, no reported cost: unpriced, twice.
+	for _, h := range []int{13, 14} {
+		call(b, trace.SpanKindClient, day.Add(time.Duration(h)*time.Hour), openai, semconv.GenAIResponseModel("mystery-1"),
+			semconv.GenAIUsageInputTokens(5000), semconv.GenAIUsageOutputTokens(500))
+	}
+
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	q := func(sql string) string {
+		return strings.ReplaceAll(sql, "S.", pgx.Identifier{schemaName}.Sanitize()+".")
+	}
+
+	// Each call's price: the noon change splits the two identical calls.
+	var morning, afternoon, mSource string
+	require.NoError(t, pool.QueryRow(ctx, q(`SELECT trim_scale(cost)::text, cost_source FROM S.gen_ai_calls
+WHERE model = 'gpt-4o' AND start_time = $1`), day.Add(9*time.Hour)).Scan(&morning, &mSource))
+	require.NoError(t, pool.QueryRow(ctx, q(`SELECT trim_scale(cost)::text FROM S.gen_ai_calls
+WHERE model = 'gpt-4o' AND start_time = $1`), day.Add(15*time.Hour)).Scan(&afternoon))
+	assert.Equal(t, "1.375", morning, "09:00 at the morning prices")
+	assert.Equal(t, "catalog", mSource)
+	assert.Equal(t, "1.1", afternoon, "15:00 at the prices valid from noon")
+
+	// The rollup, by maintenance, answers per team, model and day.
+	maintainNow(t, pool, schemaName, 0)
+	type group struct {
+		cost                               string
+		calls, reported, catalog, unpriced int64
+		input, uncached, cacheRead, output int64
+	}
+	read := func(table string) map[[2]string]group {
+		rows, err := pool.Query(ctx, q(`SELECT dims ->> 'team', model, trim_scale(sum(cost))::text, sum(calls)::bigint,
+  sum(reported_calls)::bigint, sum(catalog_calls)::bigint, sum(unpriced_calls)::bigint, sum(input_tokens)::bigint,
+  sum(uncached_input_tokens)::bigint, sum(cache_read_tokens)::bigint, sum(output_tokens)::bigint
+FROM S.`+table+` WHERE hour >= $1 AND hour < $2 GROUP BY 1, 2`), day, day.Add(24*time.Hour))
+		require.NoError(t, err)
+		out := map[[2]string]group{}
+		for rows.Next() {
+			var team, model string
+			var g group
+			require.NoError(t, rows.Scan(&team, &model, &g.cost, &g.calls, &g.reported, &g.catalog, &g.unpriced,
+				&g.input, &g.uncached, &g.cacheRead, &g.output))
+			out[[2]string{team, model}] = g
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	want := map[[2]string]group{
+		{"a", "gpt-4o"}:                     {cost: "2.475", calls: 2, catalog: 2, input: 800000, uncached: 600000, cacheRead: 200000, output: 100000},
+		{"a", "claude-sonnet-4-5-20250929"}: {cost: "0.549", calls: 1, catalog: 1, input: 200000, uncached: 100000, cacheRead: 80000, output: 10000},
+		{"b", "gpt-4o"}:                     {cost: "0.78", calls: 2, reported: 1, catalog: 1, input: 101000, uncached: 101000, output: 10100},
+		{"b", "o3-mini"}:                    {cost: "0.099", calls: 1, catalog: 1, input: 10000, uncached: 10000, output: 20000},
+		{"b", "mystery-1"}:                  {cost: "0", calls: 2, unpriced: 2, input: 10000, uncached: 10000, output: 1000},
+	}
+	assert.Equal(t, want, read("ai_spend_hourly"), "the rollup")
+	assert.Equal(t, want, read("ai_spend"), "the rollup through the ai_spend view")
+
+	var total string
+	require.NoError(t, pool.QueryRow(ctx, q(`SELECT trim_scale(sum(cost))::text FROM S.ai_spend WHERE hour >= $1 AND hour < $2`),
+		day, day.Add(24*time.Hour)).Scan(&total))
+	assert.Equal(t, "3.903", total, "2.475 + 0.549 + 0.78 + 0.099: 3.90 USD to the cent")
+}
