@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -244,4 +246,143 @@ FROM S.`+table+` WHERE hour >= $1 AND hour < $2 GROUP BY 1, 2`), day, day.Add(24
 	require.NoError(t, pool.QueryRow(ctx, q(`SELECT trim_scale(sum(cost))::text FROM S.ai_spend WHERE hour >= $1 AND hour < $2`),
 		day, day.Add(24*time.Hour)).Scan(&total))
 	assert.Equal(t, "3.903", total, "2.475 + 0.549 + 0.78 + 0.099: 3.90 USD to the cent")
+}
+
+// genaiCall is one GenAI client span in pdata.
+type genaiCall struct {
+	at          time.Time
+	team, model string
+	in, cached  int64
+	out         int64
+}
+
+func genaiTraces(calls ...genaiCall) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "assistant")
+	ss := rs.ScopeSpans().AppendEmpty()
+	for i, c := range calls {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("chat " + c.model)
+		s.SetKind(ptrace.SpanKindClient)
+		s.SetTraceID(pcommon.TraceID{9, byte(i >> 8), byte(i), byte(c.at.Unix())})
+		s.SetSpanID(pcommon.SpanID{9, byte(i >> 8), byte(i)})
+		s.SetStartTimestamp(pcommon.NewTimestampFromTime(c.at))
+		s.SetEndTimestamp(pcommon.NewTimestampFromTime(c.at.Add(time.Second)))
+		a := s.Attributes()
+		a.PutStr("gen_ai.operation.name", "chat")
+		a.PutStr("gen_ai.provider.name", "openai")
+		a.PutStr("gen_ai.response.model", c.model)
+		a.PutStr("team", c.team)
+		a.PutInt("gen_ai.usage.input_tokens", c.in)
+		a.PutInt("gen_ai.usage.cache_read.input_tokens", c.cached)
+		a.PutInt("gen_ai.usage.output_tokens", c.out)
+	}
+	return td
+}
+
+// spendAnswer is "cost per team and model per day": calls, tokens, cost.
+type spendAnswer map[[3]string][4]string
+
+// rawAnswer asks the raw spans (through gen_ai_calls) for the hours before
+// until; rollupAnswer asks the rollup table; viewAnswer the ai_spend view.
+func rawAnswer(t *testing.T, pool *pgxpool.Pool, schemaName string, until time.Time) spendAnswer {
+	return answer(t, pool, `SELECT date_trunc('day', start_time, 'UTC')::date::text, dims ->> 'team', model,
+  count(*)::text, sum(input_tokens)::text, sum(output_tokens)::text, trim_scale(sum(cost))::text
+FROM `+pgx.Identifier{schemaName, "gen_ai_calls"}.Sanitize()+` WHERE start_time < $1 GROUP BY 1, 2, 3`, until)
+}
+
+func rollupAnswer(t *testing.T, pool *pgxpool.Pool, schemaName, table string, until time.Time) spendAnswer {
+	return answer(t, pool, `SELECT date_trunc('day', hour, 'UTC')::date::text, dims ->> 'team', model,
+  sum(calls)::text, sum(input_tokens)::text, sum(output_tokens)::text, trim_scale(sum(cost))::text
+FROM `+pgx.Identifier{schemaName, table}.Sanitize()+` WHERE hour < $1 GROUP BY 1, 2, 3`, until)
+}
+
+func answer(t *testing.T, pool *pgxpool.Pool, sql string, until time.Time) spendAnswer {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), sql, until)
+	require.NoError(t, err)
+	out := spendAnswer{}
+	for rows.Next() {
+		var k [3]string
+		var v [4]string
+		require.NoError(t, rows.Scan(&k[0], &k[1], &k[2], &v[0], &v[1], &v[2], &v[3]))
+		out[k] = v
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// TestAISpendRollupEqualsRaw: the rollup kept by postgrescopy_maintain gives
+// the raw spans' answer, after late spans arrive for hours it already rolled
+// up, and still after retention has dropped the raw partitions; the open hour
+// is read live.
+func TestAISpendRollupEqualsRaw(t *testing.T) {
+	now := time.Now().UTC()
+	today := now.Truncate(24 * time.Hour)
+	old := today.AddDate(0, 0, -3)
+	cfg, schemaName := aiSpendConfig(t, today.Add(12*time.Hour))
+	// A late window reaching past the retention: the maintenance must still
+	// not recompute the hours retention emptied.
+	cfg.CostAttribution.LateWindow = 120 * time.Hour
+	te := startTracesExporter(t, cfg)
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	s := pgx.Identifier{schemaName}.Sanitize()
+	// A partition for three days ago, which retention will drop.
+	_, err := pool.Exec(ctx, `CREATE TABLE `+s+`.spans_old PARTITION OF `+s+`.spans FOR VALUES FROM ('`+
+		old.Format(time.RFC3339)+`') TO ('`+old.AddDate(0, 0, 1).Format(time.RFC3339)+`')`)
+	require.NoError(t, err)
+
+	var calls []genaiCall
+	for i, at := range []time.Time{old.Add(10 * time.Hour), old.Add(11 * time.Hour), old.Add(23 * time.Hour),
+		today.Add(-15 * time.Hour), today.Add(-14*time.Hour + 30*time.Minute), now.Add(-3 * time.Hour), now.Add(-2 * time.Hour)} {
+		for j, team := range []string{"a", "b"} {
+			calls = append(calls, genaiCall{at: at, team: team, model: []string{"gpt-4o", "o3-mini"}[(i+j)%2],
+				in: int64(1000 * (i + 1)), cached: int64(100 * j), out: int64(10 * (i + j + 1))})
+		}
+	}
+	require.NoError(t, te.ConsumeTraces(ctx, genaiTraces(calls...)))
+
+	// Spans older than the late window are rolled up by hand (a replay);
+	// the maintenance does the rest.
+	_, err = pool.Exec(ctx, `SELECT `+s+`.postgrescopy_ai_rollup($1, $2)`, old, old.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	maintainNow(t, pool, schemaName, 0)
+	hour := now.Truncate(time.Hour)
+	raw := rawAnswer(t, pool, schemaName, hour)
+	require.Len(t, raw, 12, "3 days × 2 teams × 2 models")
+	assert.Equal(t, raw, rollupAnswer(t, pool, schemaName, "ai_spend_hourly", hour))
+
+	// Late spans: an hour of yesterday and an hour of today, both rolled up.
+	late := genaiTraces(genaiCall{at: today.Add(-14 * time.Hour), team: "a", model: "gpt-4o", in: 7777, out: 77},
+		genaiCall{at: now.Add(-2 * time.Hour), team: "c", model: "gpt-4o", in: 5555, cached: 5000, out: 55})
+	require.NoError(t, te.ConsumeTraces(ctx, late))
+	raw = rawAnswer(t, pool, schemaName, hour)
+	require.NotEqual(t, raw, rollupAnswer(t, pool, schemaName, "ai_spend_hourly", hour), "the late spans are not rolled up yet")
+	maintainNow(t, pool, schemaName, 0)
+	assert.Equal(t, raw, rollupAnswer(t, pool, schemaName, "ai_spend_hourly", hour), "after late spans")
+	assert.Equal(t, raw, rollupAnswer(t, pool, schemaName, "ai_spend", hour), "the ai_spend view")
+
+	// The open hour is not rolled up; ai_spend reads it live.
+	require.NoError(t, te.ConsumeTraces(ctx, genaiTraces(genaiCall{at: now, team: "a", model: "gpt-4o", in: 10, out: 1})))
+	maintainNow(t, pool, schemaName, 0)
+	far := now.Add(time.Hour)
+	live := rawAnswer(t, pool, schemaName, far)
+	assert.Equal(t, live, rollupAnswer(t, pool, schemaName, "ai_spend", far), "ai_spend includes the open hour")
+	assert.NotEqual(t, live, rollupAnswer(t, pool, schemaName, "ai_spend_hourly", far), "the rollup holds closed hours only")
+
+	// Retention drops the partition of three days ago; the rollup keeps its
+	// answer.
+	actions := maintainNow(t, pool, schemaName, 48*time.Hour)
+	dropped := false
+	for _, a := range actions {
+		dropped = dropped || (a.Action == "dropped" && a.Partition == "spans_old")
+	}
+	require.True(t, dropped, "retention dropped the old partition: %v", actions)
+	maintainNow(t, pool, schemaName, 48*time.Hour) // and runs again
+	after := rawAnswer(t, pool, schemaName, hour)
+	require.Len(t, after, 9, "the raw spans lost the old day (4 groups)")
+	assert.Equal(t, raw, rollupAnswer(t, pool, schemaName, "ai_spend_hourly", hour), "the rollup after the drop")
+	assert.Equal(t, raw, rollupAnswer(t, pool, schemaName, "ai_spend", hour), "ai_spend after the drop")
 }
