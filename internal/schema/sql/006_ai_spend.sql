@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS {{schema}}.ai_spend_settings (
     id          boolean     PRIMARY KEY DEFAULT true CHECK (id),
     dimensions  jsonb       NOT NULL DEFAULT '[]',
     late_window interval    NOT NULL DEFAULT '6 hours',
-    rolled_to   timestamptz
+    rolled_to   timestamptz,
+    view_sql    text
 );
 INSERT INTO {{schema}}.ai_spend_settings (id) VALUES (true) ON CONFLICT DO NOTHING;
 
@@ -103,6 +104,7 @@ DECLARE
     expr text;
     c    text[];
     col  record;
+    v    text;
 BEGIN
     -- The genai preset's columns, or NULL for those the spans table lacks
     -- (promote_preset: none, or a column of another type): the exporter adds
@@ -156,7 +158,7 @@ BEGIN
     -- conventions' definition), so the uncached rest is priced at the input
     -- rate and the cached tokens at theirs; reasoning tokens are part of the
     -- output tokens likewise.
-    EXECUTE replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(
+    v := replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(
         format($view$
 CREATE OR REPLACE VIEW %1$I.gen_ai_calls AS
 SELECT c.*,
@@ -209,8 +211,16 @@ FROM (
     ) p ON true
 ) c
 $view$, s, expr), '{{c12}}', c[12]), '{{c11}}', c[11]), '{{c10}}', c[10]), '{{c9}}', c[9]), '{{c8}}', c[8]), '{{c7}}', c[7]), '{{c6}}', c[6]), '{{c5}}', c[5]), '{{c4}}', c[4]), '{{c3}}', c[3]), '{{c2}}', c[2]), '{{c1}}', c[1]);
+    -- Replacing the view waits for the queries reading it, and queues the
+    -- next ones behind it: done only when it changes.
+    IF v IS DISTINCT FROM (SELECT view_sql FROM {{schema}}.ai_spend_settings)
+       OR to_regclass(format('%I.gen_ai_calls', s)) IS NULL THEN
+        EXECUTE v;
+    END IF;
 
-    UPDATE {{schema}}.ai_spend_settings SET dimensions = p_dimensions, late_window = coalesce(p_late_window, late_window);
+
+    UPDATE {{schema}}.ai_spend_settings
+    SET dimensions = p_dimensions, late_window = coalesce(p_late_window, late_window), view_sql = v;
 END
 $configure$;
 REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_ai_configure(jsonb, interval) FROM PUBLIC;
@@ -314,6 +324,9 @@ BEGIN
         RETURN;
     END IF;
     SELECT * INTO st FROM {{schema}}.ai_spend_settings FOR UPDATE;
+    -- Promoted columns added since (the exporter adds them after the
+    -- migrations) enter the cost view.
+    PERFORM {{schema}}.postgrescopy_ai_configure(st.dimensions, NULL);
     IF st.rolled_to IS NULL THEN
         SELECT min(start_time) INTO lo FROM {{schema}}.spans;
     ELSE
