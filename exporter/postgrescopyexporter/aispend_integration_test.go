@@ -141,19 +141,9 @@ func maintainNow(t *testing.T, pool *pgxpool.Pool, schemaName string, retention 
 	return actions
 }
 
-// TestAISpendFromSDKSpans: spans made by the OpenTelemetry Go SDK with the
-// GenAI convention attributes only (tokens, models; no cost), plus a few with
-// a provider-reported cost, priced from a price file: per team, model and
-// day the cost is the hand-computed sum exactly, unpriced calls are counted
-// apart, cached tokens cost the cache rate and are not counted again at the
-// input rate, and the noon price change prices the morning and the
-// afternoon differently.
-func TestAISpendFromSDKSpans(t *testing.T) {
-	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1) // yesterday: every hour closed
-	noon := day.Add(12 * time.Hour)
-	cfg, schemaName := aiSpendConfig(t, noon)
-	te := startTracesExporter(t, cfg)
-	endpoint := otlpInto(t, te)
+// recordSDKCalls makes the GenAI calls of TestAISpendFromSDKSpans on day,
+// through the SDK's OTLP exporter to endpoint.
+func recordSDKCalls(t *testing.T, endpoint string, day time.Time) {
 	a := sdkTracer(t, endpoint, "assistant", "a")
 	b := sdkTracer(t, endpoint, "search", "b")
 	openai, anthropic := semconv.GenAIProviderNameOpenAI, semconv.GenAIProviderNameAnthropic
@@ -191,6 +181,23 @@ func TestAISpendFromSDKSpans(t *testing.T) {
 		call(b, trace.SpanKindClient, day.Add(time.Duration(h)*time.Hour), openai, semconv.GenAIResponseModel("mystery-1"),
 			semconv.GenAIUsageInputTokens(5000), semconv.GenAIUsageOutputTokens(500))
 	}
+
+}
+
+// TestAISpendFromSDKSpans: spans made by the OpenTelemetry Go SDK with the
+// GenAI convention attributes only (tokens, models; no cost), plus a few with
+// a provider-reported cost, priced from a price file: per team, model and
+// day the cost is the hand-computed sum exactly, unpriced calls are counted
+// apart, cached tokens cost the cache rate and are not counted again at the
+// input rate, and the noon price change prices the morning and the
+// afternoon differently.
+func TestAISpendFromSDKSpans(t *testing.T) {
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1) // yesterday: every hour closed
+	noon := day.Add(12 * time.Hour)
+	cfg, schemaName := aiSpendConfig(t, noon)
+	te := startTracesExporter(t, cfg)
+	endpoint := otlpInto(t, te)
+	recordSDKCalls(t, endpoint, day)
 
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
