@@ -194,7 +194,8 @@ FROM (
                {{c9}} AS cache_creation_tokens,
                {{c6}} AS output_tokens,
                {{c10}} AS reasoning_tokens,
-               {{c7}}::numeric AS reported_cost
+               {{c7}}::numeric AS reported_cost,
+               s.span_attributes, s.resource_attributes
         FROM %1$I.spans s
         WHERE s.span_kind <> 'Server'
           AND ({{c2}} IS NOT NULL OR {{c3}} IS NOT NULL
