@@ -75,6 +75,12 @@ VALUES ($1, $2, $3, $4::numeric, $5::numeric, $6::numeric, $7::numeric, $8::nume
 	if err != nil {
 		return fmt.Errorf("load %d prices from %s into %s: %w", len(prices), origin, table, err)
 	}
+	// Every GenAI call looks its price up: without statistics the planner
+	// takes the small catalog for a large one, and a long range's query for
+	// one worth compiling (JIT), which costs it seconds.
+	if _, err := pool.Exec(ctx, "ANALYZE "+table); err != nil {
+		return fmt.Errorf("analyze %s: %w", table, err)
+	}
 	return nil
 }
 
