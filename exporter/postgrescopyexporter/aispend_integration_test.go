@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -129,7 +130,7 @@ func aiSpendConfig(t *testing.T, noon time.Time) (*Config, string) {
 	// rolled up to now: the late window must reach back over them.
 	cfg.CostAttribution.LateWindow = 48 * time.Hour
 	require.NoError(t, cfg.Validate())
-	require.NoError(t, cfg.AISpendConfig.Validate())
+	require.NoError(t, confmap.Validate(cfg))
 	return cfg, schemaName
 }
 

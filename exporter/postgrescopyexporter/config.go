@@ -92,8 +92,12 @@ type Config struct {
 	// limits bounds the size of one value and one row; larger ones are cut
 	// with a marker, never dropped (see LimitsConfig).
 	Limits LimitsConfig `mapstructure:"limits"`
-	// pricing and cost_attribution: see AISpendConfig.
-	AISpendConfig `mapstructure:",squash"`
+	// pricing names the price file for GenAI calls (see PricingConfig).
+	// Default none: nothing is priced.
+	Pricing PricingConfig `mapstructure:"pricing"`
+	// cost_attribution groups AI spend by team, project... (see
+	// CostAttributionConfig). Default no dimension, late_window 6h.
+	CostAttribution CostAttributionConfig `mapstructure:"cost_attribution"`
 }
 
 // Unmarshal applies the defaults that depend on what the user wrote: with a

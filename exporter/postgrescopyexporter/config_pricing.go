@@ -9,19 +9,8 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/pricing"
 )
 
-// AISpendConfig prices GenAI calls and chooses what their cost is attributed
-// to (schema tables model_prices, ai_spend_hourly; views gen_ai_calls,
-// ai_spend).
-type AISpendConfig struct {
-	// pricing names the operator's price file. Default: none, and nothing
-	// is priced (calls without a reported cost count as unpriced).
-	Pricing PricingConfig `mapstructure:"pricing"`
-	// cost_attribution lists the dimensions the rollup groups by besides
-	// provider and model.
-	CostAttribution CostAttributionConfig `mapstructure:"cost_attribution"`
-}
-
-// PricingConfig is the price file.
+// PricingConfig is the price file of the AI spend tables (model_prices,
+// gen_ai_calls, ai_spend: see the README's AI spend section).
 type PricingConfig struct {
 	// file is a YAML price file (see examples/prices.example.yaml), loaded
 	// into model_prices at start and again whenever its content changes. A
@@ -32,7 +21,8 @@ type PricingConfig struct {
 	ReloadInterval time.Duration `mapstructure:"reload_interval"`
 }
 
-// CostAttributionConfig is what cost is grouped by.
+// CostAttributionConfig is what the AI spend rollup groups cost by, besides
+// provider and model.
 type CostAttributionConfig struct {
 	// dimensions, each a name and the attribute keys that fill it, the first
 	// present deciding: {name: team, from: ["span:team", "resource:team"]}.
@@ -49,40 +39,46 @@ type DimensionConfig struct {
 	From []string `mapstructure:"from"`
 }
 
-func defaultAISpendConfig() AISpendConfig {
-	return AISpendConfig{
-		Pricing:         PricingConfig{ReloadInterval: 10 * time.Second},
-		CostAttribution: CostAttributionConfig{LateWindow: 6 * time.Hour},
-	}
+func defaultPricingConfig() PricingConfig { return PricingConfig{ReloadInterval: 10 * time.Second} }
+
+func defaultCostAttributionConfig() CostAttributionConfig {
+	return CostAttributionConfig{LateWindow: 6 * time.Hour}
 }
 
 // Validate parses the price file, so that a malformed one stops the
-// Collector before it starts, and checks the dimensions.
-func (a *AISpendConfig) Validate() error {
+// Collector before it starts.
+func (p *PricingConfig) Validate() error {
+	if p.File == "" {
+		return nil
+	}
 	var errs error
-	if a.Pricing.File != "" {
-		if _, err := pricing.ParseFile(a.Pricing.File); err != nil {
-			errs = errors.Join(errs, fmt.Errorf("pricing::file: %w", err))
-		}
-		if a.Pricing.ReloadInterval < time.Second {
-			errs = errors.Join(errs, fmt.Errorf("pricing::reload_interval %s is under 1s", a.Pricing.ReloadInterval))
-		}
+	if _, err := pricing.ParseFile(p.File); err != nil {
+		errs = errors.Join(errs, fmt.Errorf("file: %w", err))
 	}
-	if a.CostAttribution.LateWindow < time.Hour {
-		errs = errors.Join(errs, fmt.Errorf("cost_attribution::late_window %s is under 1h: the open hour is always read live, late spans need more", a.CostAttribution.LateWindow))
+	if p.ReloadInterval < time.Second {
+		errs = errors.Join(errs, fmt.Errorf("reload_interval %s is under 1s", p.ReloadInterval))
 	}
-	if _, err := a.dimensions(); err != nil {
+	return errs
+}
+
+// Validate checks the dimensions and the late window.
+func (c *CostAttributionConfig) Validate() error {
+	var errs error
+	if c.LateWindow < time.Hour {
+		errs = errors.Join(errs, fmt.Errorf("late_window %s is under 1h: the open hour is always read live, late spans need more", c.LateWindow))
+	}
+	if _, err := c.dimensions(); err != nil {
 		errs = errors.Join(errs, err)
 	}
 	return errs
 }
 
-func (a *AISpendConfig) dimensions() ([]pricing.Dimension, error) {
+func (c *CostAttributionConfig) dimensions() ([]pricing.Dimension, error) {
 	var out []pricing.Dimension
 	var errs error
 	seen := map[string]bool{}
-	for i, d := range a.CostAttribution.Dimensions {
-		where := fmt.Sprintf("cost_attribution::dimensions[%d]", i)
+	for i, d := range c.Dimensions {
+		where := fmt.Sprintf("dimensions[%d]", i)
 		switch {
 		case d.Name == "":
 			errs = errors.Join(errs, fmt.Errorf("%s: name is required", where))

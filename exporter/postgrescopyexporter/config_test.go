@@ -103,7 +103,8 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "genai",
-				AISpendConfig:   defaultAISpendConfig(),
+				Pricing:         defaultPricingConfig(),
+				CostAttribution: defaultCostAttributionConfig(),
 			},
 		},
 		{
@@ -131,7 +132,8 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "none",
-				AISpendConfig:   defaultAISpendConfig(),
+				Pricing:         defaultPricingConfig(),
+				CostAttribution: defaultCostAttributionConfig(),
 				Promote: []PromoteConfig{
 					{Column: "user_id", Type: "text", From: []string{"span:enduser.id", "log:user.id", "resource:user.id"},
 						Signals: []string{"traces", "logs"}, Remove: true},
@@ -157,7 +159,8 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "genai",
-				AISpendConfig:   defaultAISpendConfig(),
+				Pricing:         defaultPricingConfig(),
+				CostAttribution: defaultCostAttributionConfig(),
 			},
 		},
 		{
