@@ -86,7 +86,9 @@ type Config struct {
 	// promote_preset adds a predefined set of promoted columns: "genai" (the
 	// default: gen_ai_provider_name, gen_ai_operation_name,
 	// gen_ai_request_model, gen_ai_response_model, gen_ai_input_tokens,
-	// gen_ai_output_tokens, gen_ai_cost_usd on spans) or "none". A promote
+	// gen_ai_output_tokens, gen_ai_cost_usd, gen_ai_cache_read_input_tokens,
+	// gen_ai_cache_creation_input_tokens, gen_ai_reasoning_output_tokens,
+	// gen_ai_conversation_id, gen_ai_agent_name on spans) or "none". A promote
 	// entry of the same column name replaces the preset's.
 	PromotePreset string `mapstructure:"promote_preset"`
 	// limits bounds the size of one value and one row; larger ones are cut
