@@ -2,6 +2,7 @@ package postgrescopyexporter
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,9 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/exporter/exportertest"
 
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
 // TestPricingConfigRefusesMalformedFile: the Collector's validation of the
@@ -67,4 +73,49 @@ FROM `+pgx.Identifier{schemaName, "model_prices"}.Sanitize()).Scan(&s))
 	write("prices:\n  - model: gpt-4o\n    input: free\n    output: 8\n")
 	time.Sleep(2500 * time.Millisecond) // two polls
 	assert.Equal(t, want, input(), "a malformed edit keeps the previous prices")
+}
+
+// TestLeastPrivilegeRoleLoadsPrices: a create_schema: false writer with a
+// price file needs the README's grants on model_prices beyond
+// schema.WriterGrants; without them the start fails naming the table, with
+// them the prices load.
+func TestLeastPrivilegeRoleLoadsPrices(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	ctx := context.Background()
+	startTracesExporter(t, cfg) // the owner migrates
+
+	pool := pgtest.Pool(t)
+	role := schemaName + "_writer"
+	_, err := pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
+		_, _ = pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{role}.Sanitize())
+	})
+	_, err = pool.Exec(ctx, schema.WriterGrants(schemaName, role))
+	require.NoError(t, err)
+
+	file := filepath.Join(t.TempDir(), "prices.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("prices:\n  - model: gpt-4o\n    input: 2.50\n    output: 10\n"), 0o600))
+	writer := *cfg
+	writer.CreateSchema = false
+	writer.Pricing.File = file
+	u, err := url.Parse(pgtest.URL())
+	require.NoError(t, err)
+	u.User = url.User(role)
+	writer.Endpoint = configopaque.String(u.String())
+
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), &writer)
+	require.NoError(t, err)
+	err = te.Start(ctx, componenttest.NewNopHost())
+	require.Error(t, err, "no grant on model_prices")
+	assert.Contains(t, err.Error(), "model_prices")
+	require.NoError(t, te.Shutdown(ctx))
+
+	s := pgx.Identifier{schemaName}.Sanitize()
+	r := pgx.Identifier{role}.Sanitize()
+	_, err = pool.Exec(ctx, "GRANT SELECT, INSERT, DELETE ON "+s+".model_prices TO "+r+"; GRANT USAGE ON SEQUENCE "+s+".model_prices_id_seq TO "+r)
+	require.NoError(t, err)
+	startTracesExporter(t, &writer)
+	assert.EqualValues(t, 1, pgtest.Count(t, pool, schemaName, "model_prices"), "the writer loaded the price file")
 }

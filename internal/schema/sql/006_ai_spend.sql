@@ -106,6 +106,9 @@ DECLARE
     col  record;
     v    text;
 BEGIN
+    -- Replicas starting together would replace the view at once ("tuple
+    -- concurrently updated"): one at a time, the next one finding it done.
+    PERFORM pg_advisory_xact_lock(hashtext('postgrescopy_ai_configure/' || s));
     -- The genai preset's columns, or NULL for those the spans table lacks
     -- (promote_preset: none, or a column of another type): the exporter adds
     -- them at start and then calls this function again.
