@@ -155,14 +155,39 @@ BEGIN
         expr := format('jsonb_build_object(%s)', array_to_string(args, ', '));
     END IF;
 
-    -- Every span with a GenAI operation, model or token count is a call,
+    -- gen_ai_spans: every span with a GenAI operation, model or token count
+    -- is a call,
     -- except SERVER spans: an LLM proxy's server span repeats the totals of
     -- the client calls it makes. Input tokens include the cached ones (the
     -- conventions' definition), so the uncached rest is priced at the input
     -- rate and the cached tokens at theirs; reasoning tokens are part of the
-    -- output tokens likewise.
+    -- output tokens likewise. gen_ai_calls adds each call's price and cost
+    -- (a catalog look-up per call: read gen_ai_spans when cost is not needed).
     v := replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(
         format($view$
+CREATE OR REPLACE VIEW %1$I.gen_ai_spans AS
+SELECT s.start_time, s.end_time, s.duration_ns, s.trace_id, s.span_id, s.service_name, s.span_name,
+       s.span_kind, s.status_code, s.status_message,
+       {{c1}} AS provider,
+       coalesce({{c4}}, {{c3}}) AS model,
+       {{c2}} AS operation,
+       {{c11}} AS conversation_id,
+       {{c12}} AS agent_name,
+       %2$s AS dims,
+       {{c5}} AS input_tokens,
+       greatest({{c5}} - coalesce({{c8}}, 0)
+                - coalesce({{c9}}, 0), 0) AS uncached_input_tokens,
+       {{c8}} AS cache_read_tokens,
+       {{c9}} AS cache_creation_tokens,
+       {{c6}} AS output_tokens,
+       {{c10}} AS reasoning_tokens,
+       {{c7}}::numeric AS reported_cost,
+       s.span_attributes, s.resource_attributes
+FROM %1$I.spans s
+WHERE s.span_kind <> 'Server'
+  AND ({{c2}} IS NOT NULL OR {{c3}} IS NOT NULL
+       OR {{c4}} IS NOT NULL OR {{c5}} IS NOT NULL
+       OR {{c6}} IS NOT NULL OR {{c7}} IS NOT NULL);
 CREATE OR REPLACE VIEW %1$I.gen_ai_calls AS
 SELECT c.*,
        CASE WHEN c.reported_cost IS NOT NULL THEN 'reported'
@@ -181,30 +206,7 @@ FROM (
            END AS computed_cost,
            CASE WHEN t.reported_cost IS NOT NULL THEN 'USD' ELSE p.currency END AS currency,
            p.id AS price_id
-    FROM (
-        SELECT s.start_time, s.end_time, s.duration_ns, s.trace_id, s.span_id, s.service_name, s.span_name,
-               s.span_kind, s.status_code, s.status_message,
-               {{c1}} AS provider,
-               coalesce({{c4}}, {{c3}}) AS model,
-               {{c2}} AS operation,
-               {{c11}} AS conversation_id,
-               {{c12}} AS agent_name,
-               %2$s AS dims,
-               {{c5}} AS input_tokens,
-               greatest({{c5}} - coalesce({{c8}}, 0)
-                        - coalesce({{c9}}, 0), 0) AS uncached_input_tokens,
-               {{c8}} AS cache_read_tokens,
-               {{c9}} AS cache_creation_tokens,
-               {{c6}} AS output_tokens,
-               {{c10}} AS reasoning_tokens,
-               {{c7}}::numeric AS reported_cost,
-               s.span_attributes, s.resource_attributes
-        FROM %1$I.spans s
-        WHERE s.span_kind <> 'Server'
-          AND ({{c2}} IS NOT NULL OR {{c3}} IS NOT NULL
-               OR {{c4}} IS NOT NULL OR {{c5}} IS NOT NULL
-               OR {{c6}} IS NOT NULL OR {{c7}} IS NOT NULL)
-    ) t
+    FROM %1$I.gen_ai_spans t
     LEFT JOIN LATERAL (
         SELECT mp.* FROM %1$I.model_prices mp
         WHERE (mp.provider IS NULL OR mp.provider = t.provider)
