@@ -21,7 +21,7 @@ type query struct {
 
 // schemaRef matches the placeholder schema of queries/*.sql: `otel.` before
 // one of our tables.
-var schemaRef = regexp.MustCompile(`\botel\.(spans|logs|metrics_[a-z_]+)\b`)
+var schemaRef = regexp.MustCompile(`\botel\.(spans|logs|metrics_[a-z_]+|ai_[a-z_]+|gen_ai_calls|model_prices)\b`)
 
 // loadQueries reads dir/*.sql in name order and points them at schemaName.
 func loadQueries(dir, schemaName string) ([]query, error) {

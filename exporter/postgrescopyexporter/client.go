@@ -144,6 +144,7 @@ func (c *client) start(ctx context.Context) error {
 	}
 	c.wg.Add(1)
 	go c.maintain(bg)
+	c.watchPrices(bg)
 	if c.cfg.Redis.HasValue() {
 		if err := c.startRedis(ctx, bg); err != nil {
 			stop()
@@ -226,6 +227,9 @@ func (c *client) prepare(ctx context.Context) error {
 		err = c.checkSchema(ctx, conn.Conn())
 	}
 	if err != nil {
+		return err
+	}
+	if err := c.prepareAISpend(ctx); err != nil {
 		return err
 	}
 	c.ready.Store(true)

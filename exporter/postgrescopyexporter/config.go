@@ -86,12 +86,20 @@ type Config struct {
 	// promote_preset adds a predefined set of promoted columns: "genai" (the
 	// default: gen_ai_provider_name, gen_ai_operation_name,
 	// gen_ai_request_model, gen_ai_response_model, gen_ai_input_tokens,
-	// gen_ai_output_tokens, gen_ai_cost_usd on spans) or "none". A promote
+	// gen_ai_output_tokens, gen_ai_cost_usd, gen_ai_cache_read_input_tokens,
+	// gen_ai_cache_creation_input_tokens, gen_ai_reasoning_output_tokens,
+	// gen_ai_conversation_id, gen_ai_agent_name on spans) or "none". A promote
 	// entry of the same column name replaces the preset's.
 	PromotePreset string `mapstructure:"promote_preset"`
 	// limits bounds the size of one value and one row; larger ones are cut
 	// with a marker, never dropped (see LimitsConfig).
 	Limits LimitsConfig `mapstructure:"limits"`
+	// pricing names the price file for GenAI calls (see PricingConfig).
+	// Default none: nothing is priced.
+	Pricing PricingConfig `mapstructure:"pricing"`
+	// cost_attribution groups AI spend by team, project... (see
+	// CostAttributionConfig). Default no dimension, late_window 6h.
+	CostAttribution CostAttributionConfig `mapstructure:"cost_attribution"`
 }
 
 // Unmarshal applies the defaults that depend on what the user wrote: with a

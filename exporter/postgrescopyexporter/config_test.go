@@ -103,6 +103,8 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "genai",
+				Pricing:         defaultPricingConfig(),
+				CostAttribution: defaultCostAttributionConfig(),
 			},
 		},
 		{
@@ -130,6 +132,8 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "none",
+				Pricing:         defaultPricingConfig(),
+				CostAttribution: defaultCostAttributionConfig(),
 				Promote: []PromoteConfig{
 					{Column: "user_id", Type: "text", From: []string{"span:enduser.id", "log:user.id", "resource:user.id"},
 						Signals: []string{"traces", "logs"}, Remove: true},
@@ -155,6 +159,8 @@ func TestLoadConfig(t *testing.T) {
 				LedgerRetention: 24 * time.Hour,
 				Redis:           configoptional.Default(defaultRedisConfig()),
 				PromotePreset:   "genai",
+				Pricing:         defaultPricingConfig(),
+				CostAttribution: defaultCostAttributionConfig(),
 			},
 		},
 		{

@@ -38,7 +38,9 @@ func createDefaultConfig() component.Config {
 		Redis:           configoptional.Default(defaultRedisConfig()),
 		// On by default: the product exists to show AI spend, and the
 		// columns cost a NULL bit and a few key lookups on other spans.
-		PromotePreset: presetGenAI,
+		PromotePreset:   presetGenAI,
+		Pricing:         defaultPricingConfig(),
+		CostAttribution: defaultCostAttributionConfig(),
 	}
 }
 

@@ -165,7 +165,7 @@ func TestNewLayout(t *testing.T) {
 	l, err := NewLayout(GenAI())
 	require.NoError(t, err)
 	assert.Len(t, Tables[IdxSpans].Columns, before, "the built-in tables are not changed")
-	assert.Len(t, l.Table(IdxSpans).Columns, before+7)
+	assert.Len(t, l.Table(IdxSpans).Columns, before+12)
 	assert.Equal(t, "gen_ai_cost_usd", l.Promoted(IdxSpans)[6])
 	assert.Empty(t, l.Promoted(IdxLogs), "the preset is on spans only")
 
