@@ -1,12 +1,14 @@
 package metadata
 
+// The exporter's own metrics, documented in documentation.md, built the way
+// mdatagen's telemetry builder builds them.
+
 import (
 	"context"
-
 	"errors"
-	"go.opentelemetry.io/otel/attribute"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 

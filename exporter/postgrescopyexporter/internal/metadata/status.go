@@ -1,5 +1,6 @@
-// Package metadata holds what mdatagen would generate from metadata.yaml
-// (mdatagen is not available to this project, so it is written by hand).
+// Package metadata holds the component's type, stability and (for the exporter)
+// telemetry from metadata.yaml, in the shape mdatagen generates them; written by
+// hand, since the project does not run mdatagen.
 package metadata
 
 import (
