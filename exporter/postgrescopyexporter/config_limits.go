@@ -44,11 +44,11 @@ func (l *LimitsConfig) Validate() error {
 	var errs error
 	row := l.rows().MaxRow
 	if l.MaxRowBytes != 0 && (l.MaxRowBytes < minMaxRowBytes || l.MaxRowBytes > maxMaxRowBytes) {
-		errs = errors.Join(errs, fmt.Errorf(`"limits::max_row_bytes" must be 0 (default %d) or %d to %d, got %d`,
+		errs = errors.Join(errs, fmt.Errorf(`"max_row_bytes" must be 0 (default %d) or %d to %d, got %d`,
 			defaultMaxRowBytes, minMaxRowBytes, maxMaxRowBytes, l.MaxRowBytes))
 	}
 	if l.MaxValueBytes != 0 && (l.MaxValueBytes < minMaxValueBytes || l.MaxValueBytes > row) {
-		errs = errors.Join(errs, fmt.Errorf(`"limits::max_value_bytes" must be 0 (default %d) or %d to max_row_bytes (%d), got %d`,
+		errs = errors.Join(errs, fmt.Errorf(`"max_value_bytes" must be 0 (default %d) or %d to max_row_bytes (%d), got %d`,
 			defaultMaxValueBytes, minMaxValueBytes, row, l.MaxValueBytes))
 	}
 	return errs

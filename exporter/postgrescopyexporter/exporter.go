@@ -15,6 +15,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/sharedcomponent"
 )
 
 var errNotStarted = errors.New("postgrescopy exporter is not started")
@@ -26,7 +27,7 @@ const directStream = "direct"
 type pgExporter struct {
 	cfg    *Config
 	logger *zap.Logger
-	shared *sharedClient
+	shared *sharedcomponent.Sharer[*client]
 
 	mu      sync.Mutex
 	started bool
@@ -53,7 +54,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 		keep = max(keep, runtime.GOMAXPROCS(0))
 	}
 	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(warm[*rows.Batch], keep),
-		entryBufs: make(warm[[]byte], keep), layout: s.c.layout}
+		entryBufs: make(warm[[]byte], keep), layout: s.Unwrap().layout}
 	return e, nil
 }
 
@@ -93,29 +94,26 @@ func (e *pgExporter) getBatch() *rows.Batch {
 	return e.cfg.newBatch(e.layout)
 }
 
-func (e *pgExporter) start(ctx context.Context, _ component.Host) error {
+func (e *pgExporter) start(ctx context.Context, host component.Host) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.started {
 		return nil
 	}
-	if err := e.shared.start(ctx); err != nil {
-		e.shared.forget()
+	if err := e.shared.Start(ctx, host); err != nil {
 		return err
 	}
 	e.started = true
 	return nil
 }
 
-func (e *pgExporter) shutdown(context.Context) error {
+// shutdown releases this signal's share of the client; the last one stops it,
+// within ctx.
+func (e *pgExporter) shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.started {
-		return nil
-	}
 	e.started = false
-	e.shared.release()
-	return nil
+	return e.shared.Shutdown(ctx)
 }
 
 // pusher is the exporterhelper consume function of one signal: it writes a
@@ -173,7 +171,7 @@ func enqueuePart[T any](ctx context.Context, e *pgExporter, c *signalCodec[T], p
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.signal, err))
 	}
-	return e.shared.c.enqueue(ctx, c.signal, p.key, buf, items)
+	return e.shared.Unwrap().enqueue(ctx, c.signal, p.key, buf, items)
 }
 
 func (e *pgExporter) isStarted() bool {
@@ -205,14 +203,14 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 		for i, p := range parts {
 			keys[i] = p.key
 		}
-		err := e.shared.c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
+		err := e.shared.Unwrap().writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
 			return e.writeFailed(err, b.TotalRows())
 		}
-		done, err := e.shared.c.writer.Committed(ctx, directStream, keys)
+		done, err := e.shared.Unwrap().writer.Committed(ctx, directStream, keys)
 		if err != nil {
 			return err
 		}
@@ -237,7 +235,8 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 	}
 }
 
-// writeFailed classifies a failed direct write.
+// writeFailed logs a failed direct write by its class and returns it as the
+// exporterhelper must see it (pgwrite.ConsumerError).
 func (e *pgExporter) writeFailed(err error, n int) error {
 	switch pgwrite.Classify(err) {
 	case pgwrite.Data:
@@ -246,14 +245,11 @@ func (e *pgExporter) writeFailed(err error, n int) error {
 		// them too): retrying cannot help.
 		e.logger.Error("PostgreSQL refused the batch's data; dropping it",
 			zap.Int("rows", n), zap.Error(err))
-		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: %w", err))
+		err = fmt.Errorf("postgrescopy: %w", err)
 	case pgwrite.Config:
-		// Kept retryable: an operator can fix a privilege or a table while
-		// retry_on_failure holds the batch. The error carries the fix.
-		err = e.shared.c.explain(err)
+		// The error carries the fix.
+		err = e.shared.Unwrap().explain(err)
 		e.logger.Error("PostgreSQL refused the write; fix the configuration", zap.Error(err))
-		return err
-	default:
-		return err
 	}
+	return pgwrite.ConsumerError(err)
 }

@@ -78,7 +78,7 @@ func TestRedisDamagedEntryIsQuarantined(t *testing.T) {
 	const per = 5
 	damaged := map[string][]byte{} // stream id -> payload
 	add := func(e []byte) string {
-		id, err := s.AddFormat(ctx, rows.EntryFormat, e, per)
+		id, err := s.AddEntry(ctx, "", rows.EntryFormat, e, per)
 		require.NoError(t, err)
 		return id
 	}

@@ -37,8 +37,8 @@ func copyEntry(t *testing.T, l *rows.Layout, td ptrace.Traces, compress bool) []
 	return entry
 }
 
-// Every entry a stream may hold is written or kept: legacy OTLP entries
-// (written before entries carried COPY rows), entries of this replica's
+// Every entry a stream may hold is written or kept: an entry without a
+// format (quarantined: no release writes one), entries of this replica's
 // columns, entries of a replica without the promoted columns (written with
 // its own column list), a corrupt entry (reported and acknowledged, so it
 // cannot wedge the stream), the same compressed with S2, and an entry of a
@@ -57,12 +57,12 @@ func TestRedisEntryFormats(t *testing.T) {
 	require.NoError(t, s.EnsureGroup(ctx))
 	const per = 5
 	add := func(format string, payload []byte) {
-		_, err := s.AddFormat(ctx, format, payload, per)
+		_, err := s.AddEntry(ctx, "", format, payload, per)
 		require.NoError(t, err)
 	}
-	legacy, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(modelTraces(1, per))
+	otlp, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(modelTraces(1, per))
 	require.NoError(t, err)
-	add("", legacy)
+	add("", otlp)
 	add(rows.EntryFormat, copyEntry(t, own, modelTraces(2, per), false))
 	add(rows.EntryFormat, copyEntry(t, rows.DefaultLayout(), modelTraces(3, per), false))
 	corrupt := copyEntry(t, own, modelTraces(4, per), false)
@@ -82,14 +82,14 @@ func TestRedisEntryFormats(t *testing.T) {
 
 	q := func(ctx context.Context, sql string, dst ...any) error { return pool.QueryRow(ctx, sql).Scan(dst...) }
 	total, distinct := countSpans(t, q, schemaName)
-	assert.EqualValues(t, 6*per, total, "requests 1, 2, 3, 5, 6 and 7")
-	assert.EqualValues(t, 6*per, distinct)
+	assert.EqualValues(t, 5*per, total, "requests 2, 3, 5, 6 and 7")
+	assert.EqualValues(t, 5*per, distinct)
 	var promoted, null int64
 	require.NoError(t, q(ctx, `SELECT count(*) FILTER (WHERE gen_ai_request_model = 'model-x'),
 		count(*) FILTER (WHERE gen_ai_request_model IS NULL) FROM "`+schemaName+`".spans`, &promoted, &null))
-	assert.EqualValues(t, 4*per, promoted, "legacy and own-layout entries get the promoted column")
+	assert.EqualValues(t, 3*per, promoted, "own-layout entries get the promoted column")
 	assert.EqualValues(t, 2*per, null, "the other layout's entries are written with their own columns")
-	assert.EqualValues(t, 2, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"))
+	assert.EqualValues(t, 3, counterSum(t, tel, "otelcol_postgrescopy_redis_undecodable_entries"), "the formatless, the corrupt and the damaged entry")
 
 	left, err := rdb.XRange(ctx, keys.Stream, "-", "+").Result()
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestRedisDamagedEntryWhileStreaming(t *testing.T) {
 		if req == 3 {
 			e[len(e)-10] ^= 0x01
 		}
-		_, err := s.AddFormat(ctx, rows.EntryFormat, e, per)
+		_, err := s.AddEntry(ctx, "", rows.EntryFormat, e, per)
 		require.NoError(t, err)
 	}
 
@@ -156,7 +156,7 @@ func TestRedisEntryRefusedRowGoesToRejects(t *testing.T) {
 	keys := coord.KeysFor(prefix, "traces")
 	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
 	require.NoError(t, s.EnsureGroup(ctx))
-	_, err = s.AddFormat(ctx, rows.EntryFormat, entry, 3)
+	_, err = s.AddEntry(ctx, "", rows.EntryFormat, entry, 3)
 	require.NoError(t, err)
 
 	_, tel := startTraces(t, withRedis(cfg, prefix, "refused"))

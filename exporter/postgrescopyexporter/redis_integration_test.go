@@ -50,8 +50,8 @@ func testRedis(t *testing.T) (*redis.Client, string) {
 	_, _ = rand.Read(b[:])
 	prefix := "pgct-" + hex.EncodeToString(b[:])
 	t.Cleanup(func() {
-		for _, sig := range signals {
-			k := coord.KeysFor(prefix, sig.name)
+		for _, sig := range signalNames {
+			k := coord.KeysFor(prefix, sig)
 			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Epoch)
 		}
 		rdb.Close()
@@ -205,9 +205,12 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	require.NoError(t, dead.EnsureGroup(ctx))
 	const perReq = 7
 	for r := 0; r < 10; r++ {
-		payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(uniqueTraces(r, perReq))
+		var b rows.Batch
+		b.SetLayout(rows.DefaultLayout())
+		b.AddTraces(uniqueTraces(r, perReq))
+		payload, err := b.AppendEntry(nil, false)
 		require.NoError(t, err)
-		_, err = dead.AddEntry(ctx, fmt.Sprintf("request-%d", r), "", payload, perReq)
+		_, err = dead.AddEntry(ctx, fmt.Sprintf("request-%d", r), rows.EntryFormat, payload, perReq)
 		require.NoError(t, err)
 	}
 	entries, err := dead.ReadNew(ctx, 100, 100*time.Millisecond)
@@ -219,7 +222,7 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	var b rows.Batch
 	var ids []string
 	for _, e := range entries[:6] {
-		require.NoError(t, signals[0].decode(e.Data, &b))
+		require.NoError(t, b.AddEntry(e.Data))
 		ids = append(ids, e.Key)
 	}
 	_, err = pgwrite.NewWriter(pool, schemaName).WriteLedgered(ctx, &b, &pgwrite.Ledger{Stream: keys.Stream, IDs: ids})
