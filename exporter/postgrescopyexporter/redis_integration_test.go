@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
@@ -339,4 +339,50 @@ func TestRedisBoundedWhilePostgresIsDownThenDrains(t *testing.T) {
 	used, err = rdb.Get(context.Background(), coord.KeysFor(prefix, "traces").Bytes).Int64()
 	require.NoError(t, err)
 	assert.Zero(t, used, "the byte counter returns to zero once drained")
+}
+
+// Shutdown honours its context: a flush write blocked in PostgreSQL (here on
+// a lock) is cancelled when the Collector's shutdown deadline passes, rather
+// than outliving it; its entry stays pending for another replica.
+func TestRedisShutdownCancelsWritesAtItsDeadline(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	cfg = withRedis(cfg, prefix, "shutdown")
+	cfg.TimeoutConfig.Timeout = time.Minute
+	ctx := context.Background()
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
+
+	pool := pgtest.Pool(t)
+	lock, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `LOCK TABLE "`+schemaName+`".spans IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	require.NoError(t, te.ConsumeTraces(ctx, uniqueTraces(1, 5)))
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE 'COPY %spans%'`).Scan(&n))
+		return n > 0
+	}, 10*time.Second, 20*time.Millisecond, "the flush write waits on the lock")
+
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		done <- te.Shutdown(sctx)
+	}()
+	select {
+	case err := <-done:
+		assert.Less(t, time.Since(began), 3*time.Second)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "Shutdown says its deadline passed")
+	case <-time.After(5 * time.Second):
+		_ = lock.Rollback(ctx) // let the write finish, and the test end
+		<-done
+		t.Fatal("Shutdown outlived its deadline by more than 5s: the write in flight was not cancelled")
+	}
+	assert.EqualValues(t, 1, streamLen(t, rdb, prefix), "the entry stays for another replica")
 }
