@@ -37,7 +37,7 @@ import (
 // the good rows land exactly once and the refused ones are kept, with the
 // reason, for replay.
 
-// RejectsTable is the table that holds refused rows (002_rejects.sql).
+// RejectsTable is the table that holds refused rows (sql/001_schema.sql).
 const RejectsTable = "rejects"
 
 // RejectsColumns are the rejects table's columns the writer fills;
