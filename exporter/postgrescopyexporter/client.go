@@ -17,10 +17,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/flush"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // startAttempt bounds the first connection attempt made inside Start, so that
@@ -34,7 +36,7 @@ type client struct {
 	logger *zap.Logger
 	tel    *metadata.TelemetryBuilder
 	target string // user@host:port/db, never the password
-	layout *rows.Layout
+	layout *tables.Layout
 
 	pool   *pgxpool.Pool
 	writer *pgwrite.Writer
@@ -282,9 +284,9 @@ func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-func tableColumns(l *rows.Layout) map[string][]string {
-	out := make(map[string][]string, len(rows.Tables)+2)
-	for i := range rows.Tables {
+func tableColumns(l *tables.Layout) map[string][]string {
+	out := make(map[string][]string, len(tables.Tables)+2)
+	for i := range tables.Tables {
 		t := l.Table(i)
 		out[t.Name] = t.Columns
 	}
@@ -380,7 +382,7 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 
 // writeEntries writes stream entries straight into COPY (pgwrite.WriteEntries)
 // and records the outcome.
-func (c *client) writeEntries(ctx context.Context, s *rows.Entries, l *pgwrite.Ledger) error {
+func (c *client) writeEntries(ctx context.Context, s *entry.Entries, l *pgwrite.Ledger) error {
 	return c.write(ctx, s, func(w *pgwrite.Writer) ([]pgwrite.TableResult, error) {
 		return w.WriteEntries(ctx, s, l)
 	})
@@ -388,7 +390,7 @@ func (c *client) writeEntries(ctx context.Context, s *rows.Entries, l *pgwrite.L
 
 // rowSet is what a write holds, a Batch or Entries, as telemetry sees it.
 type rowSet interface {
-	Layout() *rows.Layout
+	Layout() *tables.Layout
 	Rows(i int) int
 	TotalRows() int
 }
@@ -416,7 +418,7 @@ func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer)
 	c.tel.PostgrescopyBatches.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", outcome))))
 	if err != nil {
 		if outcome != "duplicate" {
-			for i, t := range rows.Tables {
+			for i, t := range tables.Tables {
 				if n := set.Rows(i); n > 0 {
 					c.tel.PostgrescopyRows.Add(ctx, int64(n), metric.WithAttributes(
 						attribute.String("table", t.Name), attribute.String("outcome", "failed")))
@@ -446,18 +448,18 @@ func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer)
 // otherLayout is the layout of entries whose columns are not this replica's,
 // with a writer for it.
 type otherLayout struct {
-	layout *rows.Layout
+	layout *tables.Layout
 	writer *pgwrite.Writer
 }
 
 // otherLayout returns the layout an entry descriptor describes, parsed once.
-func (c *client) otherLayout(desc []byte) (*rows.Layout, error) {
+func (c *client) otherLayout(desc []byte) (*tables.Layout, error) {
 	c.othersMu.Lock()
 	defer c.othersMu.Unlock()
 	if o, ok := c.others[string(desc)]; ok {
 		return o.layout, nil
 	}
-	l, err := rows.ParseLayout(desc)
+	l, err := tables.ParseLayout(desc)
 	if err != nil {
 		return nil, err
 	}
@@ -471,7 +473,7 @@ func (c *client) otherLayout(desc []byte) (*rows.Layout, error) {
 }
 
 // writerFor returns the writer of a layout otherLayout returned.
-func (c *client) writerFor(l *rows.Layout) (*pgwrite.Writer, error) {
+func (c *client) writerFor(l *tables.Layout) (*pgwrite.Writer, error) {
 	c.othersMu.Lock()
 	defer c.othersMu.Unlock()
 	if o, ok := c.others[string(l.Descriptor())]; ok && o.layout == l {
@@ -512,10 +514,10 @@ func (c *client) shutdown(ctx context.Context) error {
 // flushWriter is the client as the flush workers see it.
 type flushWriter struct{ c *client }
 
-func (w flushWriter) Ready() bool          { return w.c.ready.Load() }
-func (w flushWriter) InFlight() int        { return int(w.c.writing.Load()) }
-func (w flushWriter) Layout() *rows.Layout { return w.c.layout }
-func (w flushWriter) OtherLayout(desc []byte) (*rows.Layout, error) {
+func (w flushWriter) Ready() bool            { return w.c.ready.Load() }
+func (w flushWriter) InFlight() int          { return int(w.c.writing.Load()) }
+func (w flushWriter) Layout() *tables.Layout { return w.c.layout }
+func (w flushWriter) OtherLayout(desc []byte) (*tables.Layout, error) {
 	return w.c.otherLayout(desc)
 }
 
@@ -523,7 +525,7 @@ func (w flushWriter) Committed(ctx context.Context, stream string, keys []string
 	return w.c.writer.Committed(ctx, stream, keys)
 }
 
-func (w flushWriter) WriteEntries(ctx context.Context, s *rows.Entries, l *pgwrite.Ledger) error {
+func (w flushWriter) WriteEntries(ctx context.Context, s *entry.Entries, l *pgwrite.Ledger) error {
 	return w.c.writeEntries(ctx, s, l)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Defaults and bounds of the limits section. 64 KiB keeps whole what
@@ -68,7 +69,7 @@ func (l LimitsConfig) rows() rows.Limits {
 }
 
 // newBatch returns an empty batch of layout under cfg's limits.
-func (cfg *Config) newBatch(layout *rows.Layout) *rows.Batch {
+func (cfg *Config) newBatch(layout *tables.Layout) *rows.Batch {
 	b := new(rows.Batch)
 	b.SetLayout(layout)
 	b.SetLimits(cfg.Limits.rows())

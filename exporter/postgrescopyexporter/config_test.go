@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 func TestConfigStruct(t *testing.T) {
@@ -320,10 +320,10 @@ func TestPromoteReplacesPresetColumn(t *testing.T) {
 	cfg.Promote = []PromoteConfig{{Column: "gen_ai_cost_usd", Type: "double precision", From: []string{"span:acme.cost"}}}
 	cols, err := cfg.promotedColumns()
 	require.NoError(t, err)
-	require.Len(t, cols, len(rows.GenAI()), "replaced, not added")
+	require.Len(t, cols, len(tables.GenAI()), "replaced, not added")
 	for _, c := range cols {
 		if c.Column == "gen_ai_cost_usd" {
-			assert.Equal(t, []rows.Source{{Scope: rows.ScopeSpan, Key: "acme.cost"}}, c.From)
+			assert.Equal(t, []tables.Source{{Scope: tables.ScopeSpan, Key: "acme.cost"}}, c.From)
 		}
 	}
 	cfg.PromotePreset = presetNone

@@ -13,9 +13,11 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.uber.org/zap"
 
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/sharedcomponent"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 var errNotStarted = errors.New("postgrescopy exporter is not started")
@@ -36,7 +38,7 @@ type pgExporter struct {
 	// entry buffer per queue consumer or, in Redis mode, per core.
 	batches   warm[*rows.Batch]
 	entryBufs warm[[]byte]
-	layout    *rows.Layout
+	layout    *tables.Layout
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
@@ -167,7 +169,7 @@ func enqueuePart[T any](ctx context.Context, e *pgExporter, c *signalCodec[T], p
 	buf, _ := e.entryBufs.get()
 	defer func() { e.entryBufs.put(buf) }()
 	var err error
-	buf, err = b.AppendEntry(buf[:0], e.cfg.Redis.Get().Compression == compressionS2)
+	buf, err = entry.Append(buf[:0], b, e.cfg.Redis.Get().Compression == compressionS2)
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.signal, err))
 	}

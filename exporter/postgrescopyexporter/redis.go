@@ -17,9 +17,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/flush"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
-	"github.com/postgrescopy/postgrescopy/internal/rows"
 )
 
 // statsEvery is how often the backlog gauges are refreshed and the epoch
@@ -266,7 +266,7 @@ func (c *client) maintainRedis(ctx context.Context) {
 func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte, items int) error {
 	rs := c.redis
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", signal)))
-	_, err := rs.adders[signal].AddEntry(ctx, key, rows.EntryFormat, payload, items)
+	_, err := rs.adders[signal].AddEntry(ctx, key, entry.Format, payload, items)
 	if errors.Is(err, coord.ErrBackpressure) {
 		c.tel.PostgrescopyBackpressure.Add(ctx, 1, attrs)
 		return exporterhelper.NewThrottleRetry(err, backpressureDelay)

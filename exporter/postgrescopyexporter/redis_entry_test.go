@@ -11,8 +11,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // modelTraces is uniqueTraces with a GenAI model on every span, which the
@@ -27,14 +29,14 @@ func modelTraces(req, spans int) ptrace.Traces {
 }
 
 // copyEntry encodes td as a stream entry of layout l, as enqueue does.
-func copyEntry(t *testing.T, l *rows.Layout, td ptrace.Traces, compress bool) []byte {
+func copyEntry(t *testing.T, l *tables.Layout, td ptrace.Traces, compress bool) []byte {
 	t.Helper()
 	b := new(rows.Batch)
 	b.SetLayout(l)
 	b.AddTraces(td)
-	entry, err := b.AppendEntry(nil, compress)
+	ent, err := entry.Append(nil, b, compress)
 	require.NoError(t, err)
-	return entry
+	return ent
 }
 
 // Every entry a stream may hold is written or kept: an entry without a
@@ -50,7 +52,7 @@ func TestRedisEntryFormats(t *testing.T) {
 	ctx := context.Background()
 	own, err := cfg.layout()
 	require.NoError(t, err)
-	require.NotEqual(t, rows.DefaultLayout().Descriptor(), own.Descriptor(), "the default config promotes columns")
+	require.NotEqual(t, tables.DefaultLayout().Descriptor(), own.Descriptor(), "the default config promotes columns")
 
 	keys := coord.KeysFor(prefix, "traces")
 	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
@@ -63,17 +65,17 @@ func TestRedisEntryFormats(t *testing.T) {
 	otlp, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(modelTraces(1, per))
 	require.NoError(t, err)
 	add("", otlp)
-	add(rows.EntryFormat, copyEntry(t, own, modelTraces(2, per), false))
-	add(rows.EntryFormat, copyEntry(t, rows.DefaultLayout(), modelTraces(3, per), false))
+	add(entry.Format, copyEntry(t, own, modelTraces(2, per), false))
+	add(entry.Format, copyEntry(t, tables.DefaultLayout(), modelTraces(3, per), false))
 	corrupt := copyEntry(t, own, modelTraces(4, per), false)
-	add(rows.EntryFormat, corrupt[:len(corrupt)-3])
+	add(entry.Format, corrupt[:len(corrupt)-3])
 	add("copy9", []byte("from the future"))
-	add(rows.EntryFormat, copyEntry(t, own, modelTraces(5, per), false))
-	add(rows.EntryFormat, copyEntry(t, own, modelTraces(6, per), true))
-	add(rows.EntryFormat, copyEntry(t, rows.DefaultLayout(), modelTraces(7, per), true))
+	add(entry.Format, copyEntry(t, own, modelTraces(5, per), false))
+	add(entry.Format, copyEntry(t, own, modelTraces(6, per), true))
+	add(entry.Format, copyEntry(t, tables.DefaultLayout(), modelTraces(7, per), true))
 	bad := copyEntry(t, own, modelTraces(8, per), true)
 	bad[len(bad)-10] ^= 0x01
-	add(rows.EntryFormat, bad)
+	add(entry.Format, bad)
 
 	_, tel := startTraces(t, withRedis(cfg, prefix, "formats"))
 	pool := pgtest.Pool(t)
@@ -119,7 +121,7 @@ func TestRedisDamagedEntryWhileStreaming(t *testing.T) {
 		if req == 3 {
 			e[len(e)-10] ^= 0x01
 		}
-		_, err := s.AddEntry(ctx, "", rows.EntryFormat, e, per)
+		_, err := s.AddEntry(ctx, "", entry.Format, e, per)
 		require.NoError(t, err)
 	}
 
@@ -144,19 +146,19 @@ func TestRedisEntryRefusedRowGoesToRejects(t *testing.T) {
 	ctx := context.Background()
 	own, err := cfg.layout()
 	require.NoError(t, err)
-	entry := copyEntry(t, own, modelTraces(9, 3), false)
+	ent := copyEntry(t, own, modelTraces(9, 3), false)
 	// Break the second span's attributes: `"payload":` → `"payload"!`.
 	key := []byte(`"payload":`)
-	first := bytes.Index(entry, key)
+	first := bytes.Index(ent, key)
 	require.Positive(t, first)
-	second := bytes.Index(entry[first+1:], key)
+	second := bytes.Index(ent[first+1:], key)
 	require.Positive(t, second)
-	entry[first+1+second+len(key)-1] = '!'
+	ent[first+1+second+len(key)-1] = '!'
 
 	keys := coord.KeysFor(prefix, "traces")
 	s := coord.NewStream(rdb, keys, coord.Bounds{}, "producer")
 	require.NoError(t, s.EnsureGroup(ctx))
-	_, err = s.AddEntry(ctx, "", rows.EntryFormat, entry, 3)
+	_, err = s.AddEntry(ctx, "", entry.Format, ent, 3)
 	require.NoError(t, err)
 
 	_, tel := startTraces(t, withRedis(cfg, prefix, "refused"))

@@ -28,10 +28,12 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 func redisAddr() string {
@@ -206,11 +208,11 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	const perReq = 7
 	for r := 0; r < 10; r++ {
 		var b rows.Batch
-		b.SetLayout(rows.DefaultLayout())
+		b.SetLayout(tables.DefaultLayout())
 		b.AddTraces(uniqueTraces(r, perReq))
-		payload, err := b.AppendEntry(nil, false)
+		payload, err := entry.Append(nil, &b, false)
 		require.NoError(t, err)
-		_, err = dead.AddEntry(ctx, fmt.Sprintf("request-%d", r), rows.EntryFormat, payload, perReq)
+		_, err = dead.AddEntry(ctx, fmt.Sprintf("request-%d", r), entry.Format, payload, perReq)
 		require.NoError(t, err)
 	}
 	entries, err := dead.ReadNew(ctx, 100, 100*time.Millisecond)
@@ -222,7 +224,7 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	var b rows.Batch
 	var ids []string
 	for _, e := range entries[:6] {
-		require.NoError(t, b.AddEntry(e.Data))
+		require.NoError(t, entry.AddTo(&b, e.Data))
 		ids = append(ids, e.Key)
 	}
 	_, err = pgwrite.NewWriter(pool, schemaName).WriteLedgered(ctx, &b, &pgwrite.Ledger{Stream: keys.Stream, IDs: ids})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 )
@@ -229,12 +230,12 @@ func TestRedisSameKeyAddedTwiceIsWrittenOnce(t *testing.T) {
 	for _, req := range []int{1, 2} {
 		var b rows.Batch
 		b.AddTraces(uniqueTraces(req, 10))
-		p, err := b.AppendEntry(nil, false)
+		p, err := entry.Append(nil, &b, false)
 		require.NoError(t, err)
 		payloads[req] = p
 	}
 	add := func(req int, key string) {
-		_, err := s.AddEntry(ctx, key, rows.EntryFormat, payloads[req], 10)
+		_, err := s.AddEntry(ctx, key, entry.Format, payloads[req], 10)
 		require.NoError(t, err)
 	}
 	add(1, "key-one")

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 )
 
 // next returns the next entries to flush: this consumer's own pending ones
@@ -108,17 +108,17 @@ const minPoll = time.Millisecond
 // entryBytes is what an entry adds to a transaction: its rows decompressed
 // (max_bytes bounds what one transaction sends, not the bytes Redis holds).
 func entryBytes(e coord.Entry) int {
-	if e.Format == rows.EntryFormat {
-		if n, err := rows.EntrySize(e.Data); err == nil {
+	if e.Format == entry.Format {
+		if n, err := entry.Size(e.Data); err == nil {
 			return n
 		}
 	}
 	return len(e.Data)
 }
 
-// readable reports whether this release reads e: entries of EntryFormat, and
+// readable reports whether this release reads e: entries of entry.Format, and
 // entries without a format, which are deleted (acknowledged) or damaged
 // (quarantined). Entries of another format are a newer release's.
 func readable(e coord.Entry) bool {
-	return e.Format == rows.EntryFormat || e.Format == ""
+	return e.Format == entry.Format || e.Format == ""
 }

@@ -11,8 +11,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // fakeClock is the policy's time, moved only by the fake stream's reads.
@@ -94,18 +96,18 @@ type fakeWriter struct {
 	kept     int        // entries quarantined
 }
 
-func (w *fakeWriter) Ready() bool          { return true }
-func (w *fakeWriter) InFlight() int        { return w.inFlight() }
-func (w *fakeWriter) Layout() *rows.Layout { return rows.DefaultLayout() }
-func (w *fakeWriter) OtherLayout([]byte) (*rows.Layout, error) {
-	return rows.DefaultLayout(), nil
+func (w *fakeWriter) Ready() bool            { return true }
+func (w *fakeWriter) InFlight() int          { return w.inFlight() }
+func (w *fakeWriter) Layout() *tables.Layout { return tables.DefaultLayout() }
+func (w *fakeWriter) OtherLayout([]byte) (*tables.Layout, error) {
+	return tables.DefaultLayout(), nil
 }
 
 func (w *fakeWriter) Committed(context.Context, string, []string) (map[string]bool, error) {
 	return nil, nil
 }
 
-func (w *fakeWriter) WriteEntries(_ context.Context, _ *rows.Entries, l *pgwrite.Ledger) error {
+func (w *fakeWriter) WriteEntries(_ context.Context, _ *entry.Entries, l *pgwrite.Ledger) error {
 	w.written = append(w.written, append([]string(nil), l.IDs...))
 	return nil
 }
@@ -135,7 +137,7 @@ func policy(t *testing.T, maxRows int, maxBytes int64, arrivals []arrival, inFli
 	h, err := noopMeter.Int64Histogram("h")
 	require.NoError(t, err)
 	cfg := Config{MaxRows: maxRows, MaxBytes: maxBytes, MaxWait: testMaxWait, ClaimAfter: time.Hour,
-		NewBatch: func(l *rows.Layout) *rows.Batch { b := new(rows.Batch); b.SetLayout(l); return b }}
+		NewBatch: func(l *tables.Layout) *rows.Batch { b := new(rows.Batch); b.SetLayout(l); return b }}
 	f := New(cfg, s, w, Telemetry{Claimed: c, LedgerHits: c, Undecodable: c, BatchRows: h}, zap.NewNop(), context.Background())
 	f.clock = clock
 	return f, s

@@ -9,8 +9,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Stream is one signal's stream as its consumer sees it. *coord.Stream
@@ -33,13 +35,13 @@ type Writer interface {
 	// InFlight is the number of writes in flight on this replica.
 	InFlight() int
 	// Layout is this replica's column layout.
-	Layout() *rows.Layout
+	Layout() *tables.Layout
 	// OtherLayout returns the layout an entry descriptor describes.
-	OtherLayout(desc []byte) (*rows.Layout, error)
+	OtherLayout(desc []byte) (*tables.Layout, error)
 	// Committed returns which of keys the ledger of stream holds.
 	Committed(ctx context.Context, stream string, keys []string) (map[string]bool, error)
 	// WriteEntries streams entries into COPY with ledger in one transaction.
-	WriteEntries(ctx context.Context, s *rows.Entries, ledger *pgwrite.Ledger) error
+	WriteEntries(ctx context.Context, s *entry.Entries, ledger *pgwrite.Ledger) error
 	// WriteBatch writes b with ledger in one transaction, isolating refused
 	// rows.
 	WriteBatch(ctx context.Context, b *rows.Batch, ledger *pgwrite.Ledger) error
@@ -63,7 +65,7 @@ type Config struct {
 	// Quarantine names the quarantine table in log lines.
 	Quarantine string
 	// NewBatch returns an empty batch of a layout, under the row limits.
-	NewBatch func(*rows.Layout) *rows.Batch
+	NewBatch func(*tables.Layout) *rows.Batch
 }
 
 // Telemetry is what the workers count.
@@ -107,11 +109,11 @@ type Worker struct {
 	// flight at shutdown finishes if it can in time.
 	writes context.Context
 
-	entries     rows.Entries                 // the entries of a streamed write
-	batch       *rows.Batch                  // a write through a batch (damage, refused rows)
-	others      map[*rows.Layout]*rows.Batch // batches of other replicas' layouts
-	ownPending  bool                         // a flush failed: re-read this consumer's pending entries first
-	perEntry    int                          // items per entry in the last reads, to size the next
+	entries     entry.Entries                  // the entries of a streamed write
+	batch       *rows.Batch                    // a write through a batch (damage, refused rows)
+	others      map[*tables.Layout]*rows.Batch // batches of other replicas' layouts
+	ownPending  bool                           // a flush failed: re-read this consumer's pending entries first
+	perEntry    int                            // items per entry in the last reads, to size the next
 	lastClaim   time.Time
 	lastProblem string
 }

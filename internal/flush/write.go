@@ -8,8 +8,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // flush writes entries' rows and their ledger keys in one transaction, then
@@ -109,8 +111,8 @@ func (f *Worker) splitCommitted(ctx context.Context, key string, entries []keyed
 // replica's column layout go in one transaction; entries of each other
 // layout in one more each.
 func (f *Worker) write(ctx context.Context, key string, entries []keyedEntry) error {
-	groups := map[*rows.Layout][]keyedEntry{}
-	var order []*rows.Layout
+	groups := map[*tables.Layout][]keyedEntry{}
+	var order []*tables.Layout
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		if seen[e.key] {
@@ -136,12 +138,12 @@ func (f *Worker) write(ctx context.Context, key string, entries []keyedEntry) er
 // layoutOf returns the column layout of an entry's rows: this replica's,
 // unless the entry names another one that parses. An entry whose layout does
 // not parse is left to fail in this replica's batch, where it is reported.
-func (f *Worker) layoutOf(e keyedEntry) *rows.Layout {
+func (f *Worker) layoutOf(e keyedEntry) *tables.Layout {
 	own := f.w.Layout()
-	if e.Format != rows.EntryFormat {
+	if e.Format != entry.Format {
 		return own
 	}
-	desc, err := rows.EntryDescriptor(e.Data)
+	desc, err := entry.Descriptor(e.Data)
 	if err != nil || string(desc) == string(own.Descriptor()) {
 		return own
 	}
@@ -153,12 +155,12 @@ func (f *Worker) layoutOf(e keyedEntry) *rows.Layout {
 }
 
 // batchFor returns this worker's batch for layout l.
-func (f *Worker) batchFor(l *rows.Layout) *rows.Batch {
+func (f *Worker) batchFor(l *tables.Layout) *rows.Batch {
 	if l == f.w.Layout() {
 		return f.batch
 	}
 	if f.others == nil {
-		f.others = map[*rows.Layout]*rows.Batch{}
+		f.others = map[*tables.Layout]*rows.Batch{}
 	}
 	b := f.others[l]
 	if b == nil {
@@ -174,7 +176,7 @@ func (f *Worker) batchFor(l *rows.Layout) *rows.Batch {
 // PostgreSQL refuses goes through a batch (writeBatchGroup), which
 // quarantines the entry and isolates the row; that costs the streamed
 // attempt, rolled back, and only then.
-func (f *Worker) writeGroup(ctx context.Context, key string, l *rows.Layout, entries []keyedEntry) error {
+func (f *Worker) writeGroup(ctx context.Context, key string, l *tables.Layout, entries []keyedEntry) error {
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
 		ids = append(ids, e.key)
@@ -197,11 +199,11 @@ func (f *Worker) writeGroup(ctx context.Context, key string, l *rows.Layout, ent
 }
 
 // addEntries fills f.entries with entries of layout l, and reports whether
-// they can be streamed: all of EntryFormat, with headers that parse.
-func (f *Worker) addEntries(l *rows.Layout, entries []keyedEntry) bool {
+// they can be streamed: all of entry.Format, with headers that parse.
+func (f *Worker) addEntries(l *tables.Layout, entries []keyedEntry) bool {
 	f.entries.Reset(l)
 	for _, e := range entries {
-		if e.Format != rows.EntryFormat || f.entries.Add(e.Data) != nil {
+		if e.Format != entry.Format || f.entries.Add(e.Data) != nil {
 			return false
 		}
 	}
@@ -220,7 +222,7 @@ func (f *Worker) writeContext() (context.Context, context.CancelFunc) {
 }
 
 // errNoFormat is an entry without a format that is not a deleted one.
-var errNoFormat = fmt.Errorf("%w: the entry has no format", rows.ErrEntry)
+var errNoFormat = fmt.Errorf("%w: the entry has no format", entry.ErrMalformed)
 
 // writeBatchGroup writes entries through b, decoded and checked one by one.
 func (f *Worker) writeBatchGroup(ctx context.Context, key string, b *rows.Batch, entries []keyedEntry, ledger *pgwrite.Ledger) error {
@@ -228,8 +230,8 @@ func (f *Worker) writeBatchGroup(ctx context.Context, key string, b *rows.Batch,
 	ledger.Quarantine = ledger.Quarantine[:0]
 	for _, e := range entries {
 		err := errNoFormat
-		if e.Format == rows.EntryFormat {
-			err = b.AddEntry(e.Data)
+		if e.Format == entry.Format {
+			err = entry.AddTo(b, e.Data)
 		}
 		if err != nil {
 			// A foreign or corrupted entry: retrying it could only wedge the

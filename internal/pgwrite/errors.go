@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
@@ -70,7 +70,7 @@ func Classify(err error) Class {
 	switch {
 	case consumererror.IsPermanent(err):
 		return Permanent
-	case errors.Is(err, rows.ErrEntry):
+	case errors.Is(err, entry.ErrMalformed):
 		return Data
 	case errors.Is(err, schema.ErrNewerSchema), errors.Is(err, schema.ErrMissing),
 		errors.Is(err, schema.ErrColumnType), errors.Is(err, schema.ErrNoCitus):
@@ -107,7 +107,7 @@ func Outcome(err error) string {
 		return "written"
 	case errors.Is(err, ErrAlreadyCommitted):
 		return "duplicate"
-	case errors.Is(err, rows.ErrEntry):
+	case errors.Is(err, entry.ErrMalformed):
 		return "damaged"
 	default:
 		return Classify(err).String()

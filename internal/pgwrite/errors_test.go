@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
@@ -151,7 +151,7 @@ func TestClassifyOwnErrors(t *testing.T) {
 		outcome   string
 		permanent bool
 	}{
-		{wrapped(rows.ErrEntry), Data, "damaged", true},
+		{wrapped(entry.ErrMalformed), Data, "damaged", true},
 		{wrapped(schema.ErrNewerSchema), Config, "config", false},
 		{wrapped(schema.ErrMissing), Config, "config", false},
 		{wrapped(schema.ErrColumnType), Config, "config", false},

@@ -1,4 +1,4 @@
-package rows_test
+package entry_test
 
 import (
 	"bytes"
@@ -13,31 +13,33 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
-// requireReadsBack requires entry, which AppendEntry made of src, to read
-// back whole through both readers: AddEntry into a batch, and Entries'
+// requireReadsBack requires entry, which Append made of src, to read
+// back whole through both readers: AddTo into a batch, and Entries'
 // COPY streams, each equal to src's byte for byte.
-func requireReadsBack(t *testing.T, src *rows.Batch, entry []byte, what string) {
+func requireReadsBack(t *testing.T, src *rows.Batch, ent []byte, what string) {
 	t.Helper()
 	l := src.Layout()
 	dst := new(rows.Batch)
 	dst.SetLayout(l)
-	require.NoError(t, dst.AddEntry(entry), "%s: AddEntry", what)
-	var s rows.Entries
+	require.NoError(t, entry.AddTo(dst, ent), "%s: AddTo", what)
+	var s entry.Entries
 	s.Reset(l)
-	require.NoError(t, s.Add(entry), "%s: Entries.Add", what)
+	require.NoError(t, s.Add(ent), "%s: Entries.Add", what)
 	got, err := readAll(&s)
 	require.NoError(t, err, "%s: Entries' COPY streams", what)
-	for i := range rows.Tables {
+	for i := range tables.Tables {
 		want, err := src.Data(i)
 		require.NoError(t, err)
 		d, err := dst.Data(i)
 		require.NoError(t, err)
-		require.True(t, bytes.Equal(want, d), "%s: table %s through AddEntry", what, rows.Tables[i].Name)
+		require.True(t, bytes.Equal(want, d), "%s: table %s through AddTo", what, tables.Tables[i].Name)
 		if want != nil {
-			require.True(t, bytes.Equal(want, got[i]), "%s: table %s through Entries", what, rows.Tables[i].Name)
+			require.True(t, bytes.Equal(want, got[i]), "%s: table %s through Entries", what, tables.Tables[i].Name)
 		}
 	}
 }
@@ -66,13 +68,13 @@ func TestEntryPeriodicAttribute60KB(t *testing.T) {
 	for req := range 3 {
 		b := new(rows.Batch)
 		b.AddTraces(periodicTraces(10, 60<<10))
-		entry, err := b.AppendEntry(nil, true)
+		ent, err := entry.Append(nil, b, true)
 		require.NoError(t, err)
-		requireReadsBack(t, b, entry, fmt.Sprintf("request %d", req))
-		n, err := rows.EntrySize(entry)
+		requireReadsBack(t, b, ent, fmt.Sprintf("request %d", req))
+		n, err := entry.Size(ent)
 		require.NoError(t, err)
 		require.Greater(t, n, 600_000, "the rows are all there")
-		require.Less(t, len(entry)*10, n, "and still compressed")
+		require.Less(t, len(ent)*10, n, "and still compressed")
 	}
 }
 
@@ -93,11 +95,11 @@ func TestEntryLargeRepetitiveValues(t *testing.T) {
 	dp.Positive().BucketCounts().FromRaw(make([]uint64, 100_000))
 	dp.Negative().BucketCounts().FromRaw(make([]uint64, 100_000))
 	b.AddMetrics(md)
-	require.Positive(t, b.Rows(rows.IdxExpHistogram))
+	require.Positive(t, b.Rows(tables.IdxExpHistogram))
 
-	entry, err := b.AppendEntry(nil, true)
+	ent, err := entry.Append(nil, b, true)
 	require.NoError(t, err)
-	requireReadsBack(t, b, entry, "10 MB value and 100,000 buckets")
+	requireReadsBack(t, b, ent, "10 MB value and 100,000 buckets")
 }
 
 // s2Ratio is how many times S2 alone compresses tuples.
@@ -118,7 +120,7 @@ func spansOfRatio(t *testing.T, ratio float64) (*rows.Batch, int) {
 	for hi-lo > 1 { // the ratio grows with the attribute's size
 		mid := (lo + hi) / 2
 		b := build(mid)
-		if s2Ratio(b.Tuples(rows.IdxSpans, 0, b.Rows(rows.IdxSpans))) < ratio {
+		if s2Ratio(b.Tuples(tables.IdxSpans, 0, b.Rows(tables.IdxSpans))) < ratio {
 			lo = mid
 		} else {
 			hi = mid
@@ -128,26 +130,26 @@ func spansOfRatio(t *testing.T, ratio float64) (*rows.Batch, int) {
 }
 
 // The ratio bound: for rows S2 compresses just under, at and past the
-// ratio the reader accepts, and far past it, every entry AppendEntry writes
+// ratio the reader accepts, and far past it, every entry Append writes
 // reads back whole, and every compressed record keeps within the bound.
 func TestEntryRatioLimit(t *testing.T) {
-	for _, ratio := range []float64{rows.MaxRatio / 2, rows.MaxRatio - 1, rows.MaxRatio, rows.MaxRatio + 1, 4 * rows.MaxRatio, 64 * rows.MaxRatio} {
+	for _, ratio := range []float64{entry.MaxRatio / 2, entry.MaxRatio - 1, entry.MaxRatio, entry.MaxRatio + 1, 4 * entry.MaxRatio, 64 * entry.MaxRatio} {
 		b, size := spansOfRatio(t, ratio)
-		got := s2Ratio(b.Tuples(rows.IdxSpans, 0, b.Rows(rows.IdxSpans)))
+		got := s2Ratio(b.Tuples(tables.IdxSpans, 0, b.Rows(tables.IdxSpans)))
 		what := fmt.Sprintf("S2 ratio %.1f (attribute of %d bytes)", got, size)
 		require.GreaterOrEqual(t, got, ratio, what)
-		if ratio > rows.MaxRatio {
-			require.Greater(t, got, float64(rows.MaxRatio), "%s: past the bound", what)
+		if ratio > entry.MaxRatio {
+			require.Greater(t, got, float64(entry.MaxRatio), "%s: past the bound", what)
 		}
-		entry, err := b.AppendEntry(nil, true)
+		ent, err := entry.Append(nil, b, true)
 		require.NoError(t, err, what)
-		requireReadsBack(t, b, entry, what)
-		tables, err := rows.EntryTables(entry)
+		requireReadsBack(t, b, ent, what)
+		records, err := entry.EntryTables(ent)
 		require.NoError(t, err, what)
-		require.Len(t, tables, 1)
-		tb := tables[0]
+		require.Len(t, records, 1)
+		tb := records[0]
 		require.True(t, tb.Compressed, "%s: still compressed", what)
-		require.LessOrEqual(t, tb.Size, tb.Stored*rows.MaxRatio+64, what)
+		require.LessOrEqual(t, tb.Size, tb.Stored*entry.MaxRatio+64, what)
 	}
 }
 
@@ -170,29 +172,29 @@ func logsOfSize(size int) *rows.Batch {
 
 // The table size bound, lowered so that a test reaches it: a table of
 // exactly the bound is written and reads back, raw and compressed; one byte
-// more is refused by AppendEntry (the request is refused, not acknowledged)
+// more is refused by Append (the request is refused, not acknowledged)
 // and, written under the old bound, by both readers.
 func TestEntryTableSizeLimit(t *testing.T) {
 	b := logsOfSize(100_000)
-	size := uint64(len(b.Tuples(rows.IdxLogs, 0, 1)))
+	size := uint64(len(b.Tuples(tables.IdxLogs, 0, 1)))
 	for _, compress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
-			restore := rows.SetMaxTableSize(size)
-			entry, err := b.AppendEntry(nil, compress)
+			restore := entry.SetMaxTableSize(size)
+			ent, err := entry.Append(nil, b, compress)
 			require.NoError(t, err, "at the bound")
-			requireReadsBack(t, b, entry, "at the bound")
+			requireReadsBack(t, b, ent, "at the bound")
 			restore()
 
-			restore = rows.SetMaxTableSize(size - 1)
+			restore = entry.SetMaxTableSize(size - 1)
 			defer restore()
-			_, err = b.AppendEntry(nil, compress)
-			require.ErrorIs(t, err, rows.ErrEntryTooLarge, "past the bound")
-			require.ErrorIs(t, new(rows.Batch).AddEntry(entry), rows.ErrEntry, "past the bound")
-			var s rows.Entries
-			s.Reset(rows.DefaultLayout())
-			require.ErrorIs(t, s.Add(entry), rows.ErrEntry, "past the bound")
-			_, err = rows.EntrySize(entry)
-			require.ErrorIs(t, err, rows.ErrEntry)
+			_, err = entry.Append(nil, b, compress)
+			require.ErrorIs(t, err, entry.ErrTooLarge, "past the bound")
+			require.ErrorIs(t, entry.AddTo(new(rows.Batch), ent), entry.ErrMalformed, "past the bound")
+			var s entry.Entries
+			s.Reset(tables.DefaultLayout())
+			require.ErrorIs(t, s.Add(ent), entry.ErrMalformed, "past the bound")
+			_, err = entry.Size(ent)
+			require.ErrorIs(t, err, entry.ErrMalformed)
 		})
 	}
 }
@@ -209,21 +211,21 @@ func TestEntryVarintWidths(t *testing.T) {
 		b := new(rows.Batch)
 		b.AddLogs(ld)
 		for _, compress := range []bool{false, true} {
-			entry, err := b.AppendEntry(nil, compress)
+			ent, err := entry.Append(nil, b, compress)
 			require.NoError(t, err)
-			requireReadsBack(t, b, entry, fmt.Sprintf("%d rows, compress=%v", n, compress))
+			requireReadsBack(t, b, ent, fmt.Sprintf("%d rows, compress=%v", n, compress))
 		}
 	}
 }
 
 // promotedLayout is a layout whose spans table has exactly columns columns.
-func promotedLayout(columns int) (*rows.Layout, error) {
-	var p []rows.Promoted
-	for i := len(rows.Tables[rows.IdxSpans].Columns); i < columns; i++ {
-		p = append(p, rows.Promoted{Column: fmt.Sprintf("p%d", i), Kind: rows.KindText, Traces: true,
-			From: []rows.Source{{Scope: rows.ScopeSpan, Key: fmt.Sprintf("k%d", i)}}})
+func promotedLayout(columns int) (*tables.Layout, error) {
+	var p []tables.Promoted
+	for i := len(tables.Tables[tables.IdxSpans].Columns); i < columns; i++ {
+		p = append(p, tables.Promoted{Column: fmt.Sprintf("p%d", i), Kind: tables.KindText, Traces: true,
+			From: []tables.Source{{Scope: tables.ScopeSpan, Key: fmt.Sprintf("k%d", i)}}})
 	}
-	return rows.NewLayout(p)
+	return tables.NewLayout(p)
 }
 
 // The column bound: a layout of PostgreSQL's 1600 columns writes entries
@@ -231,31 +233,31 @@ func promotedLayout(columns int) (*rows.Layout, error) {
 // column more is refused when the layout is built, at start, rather than in
 // every entry.
 func TestEntryColumnLimit(t *testing.T) {
-	l, err := promotedLayout(rows.MaxColumns)
+	l, err := promotedLayout(tables.MaxColumns)
 	require.NoError(t, err)
-	require.Len(t, l.Table(rows.IdxSpans).Columns, rows.MaxColumns)
+	require.Len(t, l.Table(tables.IdxSpans).Columns, tables.MaxColumns)
 	b := new(rows.Batch)
 	b.SetLayout(l)
 	b.AddTraces(periodicTraces(3, 100))
 	for _, compress := range []bool{false, true} {
-		entry, err := b.AppendEntry(nil, compress)
+		ent, err := entry.Append(nil, b, compress)
 		require.NoError(t, err)
-		desc, err := rows.EntryDescriptor(entry)
+		desc, err := entry.Descriptor(ent)
 		require.NoError(t, err)
-		parsed, err := rows.ParseLayout(desc)
+		parsed, err := tables.ParseLayout(desc)
 		require.NoError(t, err)
 		dst := new(rows.Batch)
 		dst.SetLayout(parsed)
-		require.NoError(t, dst.AddEntry(entry))
-		got, err := dst.Data(rows.IdxSpans)
+		require.NoError(t, entry.AddTo(dst, ent))
+		got, err := dst.Data(tables.IdxSpans)
 		require.NoError(t, err)
-		want, err := b.Data(rows.IdxSpans)
+		want, err := b.Data(tables.IdxSpans)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(want, got))
-		requireReadsBack(t, b, entry, fmt.Sprintf("%d columns, compress=%v", rows.MaxColumns, compress))
+		requireReadsBack(t, b, ent, fmt.Sprintf("%d columns, compress=%v", tables.MaxColumns, compress))
 	}
 
-	_, err = promotedLayout(rows.MaxColumns + 1)
+	_, err = promotedLayout(tables.MaxColumns + 1)
 	require.ErrorContains(t, err, "columns")
 }
 
@@ -265,54 +267,54 @@ func TestEntryColumnLimit(t *testing.T) {
 func TestEntryPastLimitsRefused(t *testing.T) {
 	b := new(rows.Batch)
 	b.AddTraces(periodicTraces(4, 1000))
-	entry, err := b.AppendEntry(nil, true)
+	ent, err := entry.Append(nil, b, true)
 	require.NoError(t, err)
-	tables, err := rows.EntryTables(entry)
+	records, err := entry.EntryTables(ent)
 	require.NoError(t, err)
-	require.True(t, tables[0].Compressed)
-	desc, _ := rows.EntryDescriptor(entry)
+	require.True(t, records[0].Compressed)
+	desc, _ := entry.Descriptor(ent)
 	head := binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(desc))) + len(desc)
 	// Rebuild the first record's header with another size claim.
 	withSize := func(size uint64) []byte {
-		r := entry[head+2:]
+		r := ent[head+2:]
 		rowsN, n1 := binary.Uvarint(r)
 		_, n2 := binary.Uvarint(r[n1:])
-		out := append([]byte(nil), entry[:head+2]...)
+		out := append([]byte(nil), ent[:head+2]...)
 		out = binary.AppendUvarint(out, rowsN)
 		out = binary.AppendUvarint(out, size)
 		return append(out, r[n1+n2:]...)
 	}
 	refused := func(bad []byte, what string) {
 		t.Helper()
-		require.ErrorIs(t, new(rows.Batch).AddEntry(bad), rows.ErrEntry, what)
-		var s rows.Entries
-		s.Reset(rows.DefaultLayout())
+		require.ErrorIs(t, entry.AddTo(new(rows.Batch), bad), entry.ErrMalformed, what)
+		var s entry.Entries
+		s.Reset(tables.DefaultLayout())
 		if err := s.Add(bad); err == nil {
 			_, err = readAll(&s)
-			require.ErrorIs(t, err, rows.ErrEntry, what)
+			require.ErrorIs(t, err, entry.ErrMalformed, what)
 		}
 	}
-	refused(withSize(tables[0].Stored*rows.MaxRatio+65), "past the ratio")
-	refused(withSize(tables[0].Stored*rows.MaxRatio+64), "at the ratio, but not the block's size")
+	refused(withSize(records[0].Stored*entry.MaxRatio+65), "past the ratio")
+	refused(withSize(records[0].Stored*entry.MaxRatio+64), "at the ratio, but not the block's size")
 	refused(withSize(1<<31), "past the table bound")
-	refused(withSize(tables[0].Size+1), "a size the block disagrees with")
-	require.NoError(t, new(rows.Batch).AddEntry(withSize(tables[0].Size)), "the rebuild itself is sound")
+	refused(withSize(records[0].Size+1), "a size the block disagrees with")
+	require.NoError(t, entry.AddTo(new(rows.Batch), withSize(records[0].Size)), "the rebuild itself is sound")
 
-	l, err := promotedLayout(rows.MaxColumns)
+	l, err := promotedLayout(tables.MaxColumns)
 	require.NoError(t, err)
 	d := l.Descriptor()
 	// Spans come first: its column count follows its name.
 	at := 1 + len("spans")
 	n, w := binary.Uvarint(d[at:])
-	require.EqualValues(t, rows.MaxColumns, n)
+	require.EqualValues(t, tables.MaxColumns, n)
 	over := append(append(append([]byte(nil), d[:at]...), binary.AppendUvarint(nil, n+1)...), d[at+w:]...)
-	_, err = rows.ParseLayout(over)
-	require.ErrorIs(t, err, rows.ErrEntry)
+	_, err = tables.ParseLayout(over)
+	require.ErrorIs(t, err, tables.ErrDescriptor)
 }
 
 // FuzzEntryReadsBack: whatever the rows (here spans repeating a value of any
 // bytes, any number of times, which spans every compression ratio), every
-// entry AppendEntry writes reads back whole through both readers.
+// entry Append writes reads back whole through both readers.
 func FuzzEntryReadsBack(f *testing.F) {
 	f.Add([]byte("0123456789abcdef"), uint16(4096), uint8(10))
 	f.Add([]byte{0}, uint16(60000), uint8(40))
@@ -334,9 +336,9 @@ func FuzzEntryReadsBack(f *testing.F) {
 		b := new(rows.Batch)
 		b.AddTraces(td)
 		for _, compress := range []bool{false, true} {
-			entry, err := b.AppendEntry(nil, compress)
+			ent, err := entry.Append(nil, b, compress)
 			require.NoError(t, err)
-			requireReadsBack(t, b, entry, fmt.Sprintf("compress=%v", compress))
+			requireReadsBack(t, b, ent, fmt.Sprintf("compress=%v", compress))
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package rows
+package tables
 
 // GenAI is the genai preset: the OpenTelemetry GenAI span attributes that
 // cost and usage queries read, promoted on spans. Each column lists the

@@ -1,4 +1,4 @@
-package rows
+package entry
 
 import (
 	"encoding/binary"
@@ -9,105 +9,10 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/klauspost/compress/s2"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
-
-// EntryFormat names the payload AppendEntry writes, for the stream entry's
-// format field: a batch as already encoded for COPY, so that a flush worker
-// copies an entry's rows into its batch instead of decoding and encoding
-// them again.
-const EntryFormat = "copy1"
-
-// An entry is:
-//
-//	uvarint len(descriptor), descriptor
-//	per table with rows:
-//	  byte table index, byte codec, uvarint rows, uvarint len(tuples)
-//	  codecRaw: tuples
-//	  codecS2:  uvarint len(block), xxhash64(tuples) big-endian, S2 block of tuples
-//
-// The descriptor names every table's columns and kinds in order (see
-// Layout.Descriptor): replicas configured with other promoted columns, or an
-// older release, write rows of another shape, and the reader must COPY them
-// with their own column list.
-//
-// The reader refuses an entry past any of the limits below, and the flusher
-// takes a refused entry for a damaged one; so each limit is one constant (or
-// check) that the writing side obeys too: NewLayout (maxColumns), AppendEntry
-// (maxTableSize, ratioFits).
-
-// ErrEntry is a payload that is not an entry of EntryFormat.
-var ErrEntry = errors.New("rows: malformed entry")
-
-// ErrEntryTooLarge is a batch with a table too large for an entry
-// (maxTableSize): AppendEntry refuses it rather than write what no reader
-// accepts.
-var ErrEntryTooLarge = errors.New("rows: table too large for a stream entry")
-
-// maxColumns is PostgreSQL's column limit: a descriptor with a table of more
-// columns is refused (ParseLayout), and so is such a layout (NewLayout).
-const maxColumns = 1600
-
-// Descriptor is the layout's tables, columns and kinds in a canonical binary
-// form: two layouts with equal descriptors encode the same rows.
-func (l *Layout) Descriptor() []byte {
-	if l.desc == nil {
-		// Only a Layout built outside NewLayout/ParseLayout gets here.
-		return l.descriptor()
-	}
-	return l.desc
-}
-
-func (l *Layout) descriptor() []byte {
-	var d []byte
-	for i := range l.tables {
-		t := &l.tables[i]
-		d = appendString(d, t.Name)
-		d = binary.AppendUvarint(d, uint64(len(t.Columns)))
-		for j, c := range t.Columns {
-			d = appendString(d, c)
-			d = append(d, byte(t.Kinds[j]))
-		}
-	}
-	return d
-}
-
-func appendString(d []byte, s string) []byte {
-	d = binary.AppendUvarint(d, uint64(len(s)))
-	return append(d, s...)
-}
-
-// ParseLayout rebuilds the layout a descriptor describes, for writing entries
-// of a shape other than the reader's own. Its tables have the descriptor's
-// columns; it encodes no pdata (it has no promotion rules).
-func ParseLayout(desc []byte) (*Layout, error) {
-	l := &Layout{}
-	r := desc
-	for i := range l.tables {
-		name, ok := readString(&r)
-		if !ok || name != Tables[i].Name {
-			return nil, fmt.Errorf("%w: table %d", ErrEntry, i)
-		}
-		n, ok := readUvarint(&r)
-		if !ok || n > maxColumns {
-			return nil, fmt.Errorf("%w: columns of %s", ErrEntry, name)
-		}
-		t := Table{Name: name, Signal: Tables[i].Signal, Columns: make([]string, n), Kinds: make([]Kind, n)}
-		for j := range t.Columns {
-			c, ok := readString(&r)
-			if !ok || len(r) == 0 || r[0] < byte(KindTimestamptz) || r[0] > byte(KindFloat64Array) {
-				return nil, fmt.Errorf("%w: column %d of %s", ErrEntry, j, name)
-			}
-			t.Columns[j], t.Kinds[j] = c, Kind(r[0])
-			r = r[1:]
-		}
-		l.tables[i] = t
-	}
-	if len(r) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the tables", ErrEntry, len(r))
-	}
-	l.desc = append([]byte(nil), desc...)
-	return l, nil
-}
 
 func readUvarint(r *[]byte) (uint64, bool) {
 	v, n := binary.Uvarint(*r)
@@ -118,15 +23,44 @@ func readUvarint(r *[]byte) (uint64, bool) {
 	return v, true
 }
 
-func readString(r *[]byte) (string, bool) {
-	n, ok := readUvarint(r)
-	if !ok || n > uint64(len(*r)) {
-		return "", false
-	}
-	s := string((*r)[:n])
-	*r = (*r)[n:]
-	return s, true
+// Format names the payload Append writes, for the stream entry's format
+// field: a batch as already encoded for COPY, so that a flush worker copies
+// an entry's rows into its batch (or streams them into COPY) instead of
+// decoding and encoding them again.
+const Format = "copy1"
+
+// Rows is what an entry is made from and read into: a rows.Batch, one
+// binary COPY encoder per table of its layout.
+type Rows interface {
+	Layout() *tables.Layout
+	Encoder(i int) *pgcopy.Encoder
 }
+
+// An entry is:
+//
+//	uvarint len(descriptor), descriptor
+//	per table with rows:
+//	  byte table index, byte codec, uvarint rows, uvarint len(tuples)
+//	  codecRaw: tuples
+//	  codecS2:  uvarint len(block), xxhash64(tuples) big-endian, S2 block of tuples
+//
+// The descriptor names every table's columns and kinds in order (see
+// tables.Layout.Descriptor): replicas configured with other promoted columns, or an
+// older release, write rows of another shape, and the reader must COPY them
+// with their own column list.
+//
+// The reader refuses an entry past any of the limits below, and the flusher
+// takes a refused entry for a damaged one; so each limit is one constant (or
+// check) that the writing side obeys too: tables.NewLayout (MaxColumns),
+// Append (maxTableSize, ratioFits).
+
+// ErrMalformed is a payload that is not an entry of Format.
+var ErrMalformed = errors.New("entry: malformed entry")
+
+// ErrTooLarge is a batch with a table too large for an entry
+// (maxTableSize): Append refuses it rather than write what no reader
+// accepts.
+var ErrTooLarge = errors.New("entry: table too large for a stream entry")
 
 // Table codecs in an entry.
 const (
@@ -137,7 +71,7 @@ const (
 // maxRatio bounds the size a compressed table may claim, so that a corrupt
 // header cannot make the reader allocate without limit. Encoded rows
 // usually compress 8 to 30 times, but S2's repeat codes take long runs (a
-// large value repeated row after row) far past the bound; AppendEntry then
+// large value repeated row after row) far past the bound; Append then
 // writes Snappy's block format instead, which S2 decodes and whose copies
 // (at most 64 bytes for 3) cannot pass it.
 const maxRatio = 1024
@@ -146,17 +80,18 @@ const maxRatio = 1024
 // bytes: the reader's check, and the writer's.
 func ratioFits(size, clen uint64) bool { return size <= clen*maxRatio+64 }
 
-// AppendEntry appends the batch's rows as an entry of EntryFormat, each
+// Append appends b's rows as an entry of Format, each
 // table compressed with S2 when compress is set and it helps. S2 was picked
 // over LZ4 by measurement on encoded spans: about 4 times faster to compress
 // (1.2 GB/s against 0.29 GB/s on one core here) and twice as small (8 times).
 // A batch with an encoding error (Data's) is refused.
-func (b *Batch) AppendEntry(dst []byte, compress bool) ([]byte, error) {
-	desc := b.layout().Descriptor()
+func Append(dst []byte, b Rows, compress bool) ([]byte, error) {
+	lay := b.Layout()
+	desc := lay.Descriptor()
 	dst = binary.AppendUvarint(dst, uint64(len(desc)))
 	dst = append(dst, desc...)
-	for i := range b.enc {
-		e := &b.enc[i]
+	for i := range tables.NumTables {
+		e := b.Encoder(i)
 		if err := e.Err(); err != nil {
 			return dst, err
 		}
@@ -165,8 +100,8 @@ func (b *Batch) AppendEntry(dst []byte, compress bool) ([]byte, error) {
 		}
 		t := e.Tuples(0, e.Rows())
 		if uint64(len(t)) > maxTableSize {
-			return dst, fmt.Errorf("%w: %s holds %d bytes of rows, over %d", ErrEntryTooLarge,
-				b.layout().tables[i].Name, len(t), maxTableSize)
+			return dst, fmt.Errorf("%w: %s holds %d bytes of rows, over %d", ErrTooLarge,
+				lay.Table(i).Name, len(t), maxTableSize)
 		}
 		head := len(dst)
 		dst = append(dst, byte(i), codecRaw)
@@ -196,19 +131,19 @@ func (b *Batch) AppendEntry(dst []byte, compress bool) ([]byte, error) {
 	return dst, nil
 }
 
-// EntryDescriptor returns the layout descriptor an entry's rows follow,
-// without copying it.
-func EntryDescriptor(data []byte) ([]byte, error) {
+// Descriptor returns the layout descriptor an entry's rows follow, without
+// copying it.
+func Descriptor(data []byte) ([]byte, error) {
 	desc, _, err := splitEntry(data)
 	return desc, err
 }
 
 // splitEntry returns an entry's descriptor and its table records.
-func splitEntry(data []byte) (desc, tables []byte, err error) {
+func splitEntry(data []byte) (desc, records []byte, err error) {
 	r := data
 	n, ok := readUvarint(&r)
 	if !ok || n > uint64(len(r)) {
-		return nil, nil, ErrEntry
+		return nil, nil, ErrMalformed
 	}
 	return r[:n], r[n:], nil
 }
@@ -234,7 +169,7 @@ func readTable(r *[]byte) (tableRecord, error) {
 	var ok1, ok2 bool
 	t.rows, ok1 = readUvarint(r)
 	t.size, ok2 = readUvarint(r)
-	if !ok1 || !ok2 || t.table >= numTables || t.size > maxTableSize {
+	if !ok1 || !ok2 || t.table >= tables.NumTables || t.size > maxTableSize {
 		return t, errors.New("bad table header")
 	}
 	stored := t.size
@@ -258,9 +193,9 @@ func readTable(r *[]byte) (tableRecord, error) {
 	return t, nil
 }
 
-// EntrySize returns the bytes an entry's rows take once added to a batch
+// Size returns the bytes an entry's rows take once added to a batch
 // (decompressed), read from its table headers without decompressing.
-func EntrySize(data []byte) (int, error) {
+func Size(data []byte) (int, error) {
 	_, r, err := splitEntry(data)
 	if err != nil {
 		return 0, err
@@ -269,7 +204,7 @@ func EntrySize(data []byte) (int, error) {
 	for len(r) > 0 {
 		t, err := readTable(&r)
 		if err != nil {
-			return 0, fmt.Errorf("%w: %v", ErrEntry, err)
+			return 0, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		total += int(t.size)
 	}
@@ -279,32 +214,33 @@ func EntrySize(data []byte) (int, error) {
 // maxTableSize bounds one table's rows in an entry, decompressed: far
 // beyond any real request (Redis holds at most 512 MB a value by default),
 // it keeps every field length within COPY's int32, sizes within an int and
-// EntrySize's sum from overflowing. A variable only so that tests reach it.
+// Size's sum from overflowing. A variable only so that tests reach it.
 var maxTableSize uint64 = math.MaxInt32
 
-// AddEntry appends an entry's rows to the batch, which must be of the
-// entry's layout (EntryDescriptor equal to Layout().Descriptor()); compressed
-// tables are decompressed straight into the batch. Nothing is added when the
-// entry is malformed.
-func (b *Batch) AddEntry(data []byte) error {
+// AddTo appends an entry's rows to b, which must be of the entry's layout
+// (Descriptor equal to b.Layout().Descriptor()); compressed tables are
+// decompressed straight into b's encoders. Nothing is added when the entry
+// is malformed.
+func AddTo(b Rows, data []byte) error {
 	desc, r, err := splitEntry(data)
 	if err != nil {
 		return err
 	}
-	if string(desc) != string(b.layout().Descriptor()) {
-		return fmt.Errorf("%w: its columns differ from the batch's", ErrEntry)
+	if string(desc) != string(b.Layout().Descriptor()) {
+		return fmt.Errorf("%w: its columns differ from the batch's", ErrMalformed)
 	}
-	var added [numTables]int
+	var added [tables.NumTables]int
 	for len(r) > 0 {
 		t, err := readTable(&r)
 		if err == nil {
-			err = b.addTable(t, &added)
+			err = addTable(b, t, &added)
 		}
 		if err != nil {
 			for i, n := range added {
-				b.enc[i].Truncate(b.enc[i].Rows() - n)
+				e := b.Encoder(i)
+				e.Truncate(e.Rows() - n)
 			}
-			return fmt.Errorf("%w: %v", ErrEntry, err)
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 	}
 	return nil
@@ -331,13 +267,13 @@ func (t tableRecord) decode(dst []byte) error {
 }
 
 // addTable appends one table record's rows.
-func (b *Batch) addTable(t tableRecord, added *[numTables]int) error {
+func addTable(b Rows, t tableRecord, added *[tables.NumTables]int) error {
 	if added[t.table] != 0 {
 		return errors.New("a table twice")
 	}
-	name := b.layout().tables[t.table].Name
-	fields := len(b.layout().tables[t.table].Columns)
-	e := &b.enc[t.table]
+	tb := b.Layout().Table(t.table)
+	name, fields := tb.Name, len(tb.Columns)
+	e := b.Encoder(t.table)
 	var n int
 	var err error
 	if t.codec == codecRaw {

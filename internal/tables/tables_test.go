@@ -1,4 +1,4 @@
-package rows_test
+package tables_test
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgtest"
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // TestKindsMatchSchema: each column's Kind is its type in the DDL, so the
@@ -15,13 +16,17 @@ import (
 func TestKindsMatchSchema(t *testing.T) {
 	pool := pgtest.Pool(t)
 	name := pgtest.Schema(t, pool)
-	migrate(t, pool, name)
-	udt := map[rows.Kind]string{
-		rows.KindTimestamptz: "timestamptz", rows.KindInt16: "int2", rows.KindInt32: "int4",
-		rows.KindInt64: "int8", rows.KindFloat64: "float8", rows.KindBool: "bool", rows.KindUUID: "uuid",
-		rows.KindText: "text", rows.KindJSONB: "jsonb", rows.KindInt64Array: "_int8", rows.KindFloat64Array: "_float8",
+	conn, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	_, err = schema.Migrate(context.Background(), conn.Conn(), name)
+	conn.Release()
+	require.NoError(t, err)
+	udt := map[tables.Kind]string{
+		tables.KindTimestamptz: "timestamptz", tables.KindInt16: "int2", tables.KindInt32: "int4",
+		tables.KindInt64: "int8", tables.KindFloat64: "float8", tables.KindBool: "bool", tables.KindUUID: "uuid",
+		tables.KindText: "text", tables.KindJSONB: "jsonb", tables.KindInt64Array: "_int8", tables.KindFloat64Array: "_float8",
 	}
-	for _, tb := range rows.Tables {
+	for _, tb := range tables.Tables {
 		require.Len(t, tb.Kinds, len(tb.Columns), tb.Name)
 		require.Contains(t, []string{"traces", "logs", "metrics"}, tb.Signal)
 		for j, col := range tb.Columns {

@@ -1,11 +1,8 @@
-package rows
+package entry
 
-// Test hooks: the entry format's limits, and what AppendEntry chose.
+// Test hooks: the entry format's limits, and what Append chose.
 
-const (
-	MaxRatio   = maxRatio
-	MaxColumns = maxColumns
-)
+const MaxRatio = maxRatio
 
 // SetMaxTableSize lowers the table size bound for a test, which can then
 // reach it without gigabytes of rows; the returned func restores it.

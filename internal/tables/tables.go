@@ -1,4 +1,4 @@
-package rows
+package tables
 
 // Kind is a column's PostgreSQL type, as the row writers encode it. The
 // writer needs it only off the hot path: to shrink a row over the size limit
@@ -29,7 +29,7 @@ type Table struct {
 	Kinds   []Kind
 }
 
-// Table indexes inside a Batch.
+// Table indexes: a rows.Batch holds one encoder per table.
 const (
 	IdxSpans = iota
 	IdxLogs
@@ -38,7 +38,7 @@ const (
 	IdxHistogram
 	IdxExpHistogram
 	IdxSummary
-	numTables
+	NumTables
 )
 
 type column struct {
@@ -74,7 +74,7 @@ func table(name, signal string, parts ...[]column) Table {
 }
 
 // Tables lists every table, indexed by the Idx constants.
-var Tables = [numTables]Table{
+var Tables = [NumTables]Table{
 	IdxSpans: table("spans", "traces", []column{
 		{"start_time", KindTimestamptz}, {"start_time_frac_ns", KindInt16},
 		{"end_time", KindTimestamptz}, {"duration_ns", KindInt64},

@@ -1,4 +1,4 @@
-package rows_test
+package entry_test
 
 import (
 	"bytes"
@@ -10,14 +10,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/rows/rowstest"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // readAll reads every table of s, failing on the first error.
-func readAll(s *rows.Entries) ([][]byte, error) {
-	out := make([][]byte, len(rows.Tables))
-	for i := range rows.Tables {
+func readAll(s *entry.Entries) ([][]byte, error) {
+	out := make([][]byte, len(tables.Tables))
+	for i := range tables.Tables {
 		r := s.TableReader(i)
 		// One byte at a time: records must join across any read boundary.
 		data, err := io.ReadAll(iotest.OneByteReader(r))
@@ -32,45 +35,45 @@ func readAll(s *rows.Entries) ([][]byte, error) {
 	return out, nil
 }
 
-// Entries streams exactly the COPY data a Batch holds after AddEntry of the
+// Entries streams exactly the COPY data a Batch holds after AddTo of the
 // same entries, raw and compressed, for layouts with and without promoted
 // columns, and is reusable after Reset.
 func TestEntriesStreamLikeBatch(t *testing.T) {
-	genai, err := rows.NewLayout(rows.GenAI())
+	genai, err := tables.NewLayout(tables.GenAI())
 	require.NoError(t, err)
-	var s rows.Entries
-	for name, l := range map[string]*rows.Layout{"default": rows.DefaultLayout(), "genai": genai} {
+	var s entry.Entries
+	for name, l := range map[string]*tables.Layout{"default": tables.DefaultLayout(), "genai": genai} {
 		for _, compress := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/compress=%v", name, compress), func(t *testing.T) {
 				src := fixtureBatch(t, l)
-				entry, err := src.AppendEntry(nil, compress)
+				ent, err := entry.Append(nil, src, compress)
 				require.NoError(t, err)
 				logsOnly := new(rows.Batch)
 				logsOnly.SetLayout(l)
-				logsOnly.AddLogs(fixtureLogs())
-				second, err := logsOnly.AppendEntry(nil, compress)
+				logsOnly.AddLogs(rowstest.Logs())
+				second, err := entry.Append(nil, logsOnly, compress)
 				require.NoError(t, err)
 
 				b := new(rows.Batch)
 				b.SetLayout(l)
 				s.Reset(l)
-				for _, e := range [][]byte{entry, second, entry} {
-					require.NoError(t, b.AddEntry(e))
+				for _, e := range [][]byte{ent, second, ent} {
+					require.NoError(t, entry.AddTo(b, e))
 					require.NoError(t, s.Add(e))
 				}
 				require.Equal(t, 3, s.Len())
 				require.Equal(t, b.TotalRows(), s.TotalRows())
 				got, err := readAll(&s)
 				require.NoError(t, err)
-				for i := range rows.Tables {
+				for i := range tables.Tables {
 					want, err := b.Data(i)
 					require.NoError(t, err)
-					require.Equal(t, b.Rows(i), s.Rows(i), rows.Tables[i].Name)
+					require.Equal(t, b.Rows(i), s.Rows(i), tables.Tables[i].Name)
 					if want == nil {
 						require.Zero(t, s.Rows(i))
 						continue
 					}
-					require.True(t, bytes.Equal(want, got[i]), "table %s differs", rows.Tables[i].Name)
+					require.True(t, bytes.Equal(want, got[i]), "table %s differs", tables.Tables[i].Name)
 					require.Equal(t, len(want)-len(pgcopy.Header())-len(pgcopy.Trailer()), s.Size(i))
 				}
 			})
@@ -78,22 +81,22 @@ func TestEntriesStreamLikeBatch(t *testing.T) {
 	}
 }
 
-// Every entry AddEntry refuses is refused by Entries too, at Add (headers)
+// Every entry AddTo refuses is refused by Entries too, at Add (headers)
 // or while its table is read (rows): a damaged entry never reaches
 // PostgreSQL as a complete COPY stream. A refusal at Add adds nothing.
-func TestEntriesRefuseWhatAddEntryRefuses(t *testing.T) {
+func TestEntriesRefuseWhatAddToRefuses(t *testing.T) {
 	for _, compress := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
-			entry, err := fixtureBatch(t, rows.DefaultLayout()).AppendEntry(nil, compress)
+			ent, err := entry.Append(nil, fixtureBatch(t, tables.DefaultLayout()), compress)
 			require.NoError(t, err)
 			var bad [][]byte
-			for n := 0; n < len(entry); n += 1 + n/7 {
-				bad = append(bad, entry[:n])
+			for n := 0; n < len(ent); n += 1 + n/7 {
+				bad = append(bad, ent[:n])
 			}
-			desc, _ := rows.EntryDescriptor(entry)
+			desc, _ := entry.Descriptor(ent)
 			at := len(desc) + 2
-			_, n1 := binary.Uvarint(entry[at+2:])
-			_, n2 := binary.Uvarint(entry[at+2+n1:])
+			_, n1 := binary.Uvarint(ent[at+2:])
+			_, n2 := binary.Uvarint(ent[at+2+n1:])
 			data := at + 2 + n1 + n2
 			for _, mutate := range []func([]byte){
 				func(b []byte) { b[at+2]++ },         // row count
@@ -103,29 +106,29 @@ func TestEntriesRefuseWhatAddEntryRefuses(t *testing.T) {
 				func(b []byte) { b[data+20] ^= 0x80 },
 				func(b []byte) { b[data+40] ^= 0x80 },
 			} {
-				b := append([]byte(nil), entry...)
+				b := append([]byte(nil), ent...)
 				mutate(b)
 				bad = append(bad, b)
 			}
-			bad = append(bad, append(append([]byte(nil), entry...), 0))
+			bad = append(bad, append(append([]byte(nil), ent...), 0))
 
-			var s rows.Entries
+			var s entry.Entries
 			atRead := 0
 			for k, b := range bad {
-				if new(rows.Batch).AddEntry(b) == nil {
+				if entry.AddTo(new(rows.Batch), b) == nil {
 					continue // a flip inside a raw value: another value, not damage
 				}
-				s.Reset(rows.DefaultLayout())
-				require.NoError(t, s.Add(entry))
+				s.Reset(tables.DefaultLayout())
+				require.NoError(t, s.Add(ent))
 				before := s.TotalRows()
 				if err := s.Add(b); err != nil {
-					require.ErrorIs(t, err, rows.ErrEntry, "case %d", k)
+					require.ErrorIs(t, err, entry.ErrMalformed, "case %d", k)
 					require.Equal(t, before, s.TotalRows(), "case %d", k)
 					require.Equal(t, 1, s.Len(), "case %d", k)
 					continue
 				}
 				_, err := readAll(&s)
-				require.ErrorIs(t, err, rows.ErrEntry, "case %d: damage found while reading", k)
+				require.ErrorIs(t, err, entry.ErrMalformed, "case %d: damage found while reading", k)
 				atRead++
 			}
 			// Headers parse for the row-count and data flips: found in rows.

@@ -1,4 +1,4 @@
-package rows
+package entry
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Entries is a flush's stream entries of one layout, written without first
@@ -19,30 +20,30 @@ import (
 //
 // Rows are checked (checksum, shape, count) as they are read, so a damaged
 // entry is found mid-write: the reader fails and the write must be abandoned
-// and done again through a Batch, whose AddEntry refuses the entry (the
+// and done again through a Batch, whose AddTo refuses the entry (the
 // flusher quarantines it).
 type Entries struct {
-	lay     *Layout
-	recs    [numTables][]tableRecord
-	rows    [numTables]int
-	size    [numTables]int
+	lay     *tables.Layout
+	recs    [tables.NumTables][]tableRecord
+	rows    [tables.NumTables]int
+	size    [tables.NumTables]int
 	entries int
 	buf     []byte // the record being read, decompressed; kept for the next
 }
 
 // Reset empties s for entries of layout l, keeping its memory.
-func (s *Entries) Reset(l *Layout) {
+func (s *Entries) Reset(l *tables.Layout) {
 	s.lay = l
 	for i := range s.recs {
 		s.recs[i] = s.recs[i][:0]
 	}
-	s.rows, s.size, s.entries = [numTables]int{}, [numTables]int{}, 0
+	s.rows, s.size, s.entries = [tables.NumTables]int{}, [tables.NumTables]int{}, 0
 }
 
 // Layout is the layout of the entries' rows.
-func (s *Entries) Layout() *Layout { return s.lay }
+func (s *Entries) Layout() *tables.Layout { return s.lay }
 
-// Add adds an entry of EntryFormat, which must be of s's layout. It reads
+// Add adds an entry of Format, which must be of s's layout. It reads
 // only the table headers; the entry's data must stay unchanged until s is
 // reset. Nothing is added when a header is malformed.
 func (s *Entries) Add(data []byte) error {
@@ -51,17 +52,17 @@ func (s *Entries) Add(data []byte) error {
 		return err
 	}
 	if string(desc) != string(s.lay.Descriptor()) {
-		return fmt.Errorf("%w: its columns differ from the batch's", ErrEntry)
+		return fmt.Errorf("%w: its columns differ from the batch's", ErrMalformed)
 	}
-	var recs [numTables]tableRecord
-	var seen [numTables]bool
+	var recs [tables.NumTables]tableRecord
+	var seen [tables.NumTables]bool
 	for len(r) > 0 {
 		t, err := readTable(&r)
 		if err == nil && seen[t.table] {
 			err = errors.New("a table twice")
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrEntry, err)
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		recs[t.table], seen[t.table] = t, true
 	}
@@ -97,7 +98,7 @@ func (s *Entries) TotalRows() int {
 // TableReader returns table i's binary COPY stream. It shares s's decoding
 // buffer: read one table at a time.
 func (s *Entries) TableReader(i int) *TableReader {
-	return &TableReader{s: s, table: i, fields: len(s.lay.tables[i].Columns), cur: pgcopy.Header()}
+	return &TableReader{s: s, table: i, fields: len(s.lay.Table(i).Columns), cur: pgcopy.Header()}
 }
 
 // TableReader reads one table of Entries as a binary COPY stream.
@@ -112,7 +113,7 @@ type TableReader struct {
 }
 
 // Read implements io.Reader. A damaged record fails the read with an error
-// wrapping ErrEntry, which Err returns too.
+// wrapping ErrMalformed, which Err returns too.
 func (r *TableReader) Read(p []byte) (int, error) {
 	for len(r.cur) == 0 {
 		if r.err != nil {
@@ -141,7 +142,7 @@ func (r *TableReader) Err() error { return r.err }
 // tuples returns a record's rows, decompressed into s.buf, after checking
 // them.
 func (s *Entries) tuples(t tableRecord, fields int) ([]byte, error) {
-	name := s.lay.tables[t.table].Name
+	name := s.lay.Table(t.table).Name
 	data := t.data
 	if t.codec == codecS2 {
 		err := t.checkLen()
@@ -150,7 +151,7 @@ func (s *Entries) tuples(t tableRecord, fields int) ([]byte, error) {
 			err = t.decode(s.buf)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: table %s: %v", ErrEntry, name, err)
+			return nil, fmt.Errorf("%w: table %s: %v", ErrMalformed, name, err)
 		}
 		data = s.buf
 	}
@@ -159,7 +160,7 @@ func (s *Entries) tuples(t tableRecord, fields int) ([]byte, error) {
 		err = fmt.Errorf("%d rows where the header says %d", n, t.rows)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: table %s: %v", ErrEntry, name, err)
+		return nil, fmt.Errorf("%w: table %s: %v", ErrMalformed, name, err)
 	}
 	return data, nil
 }
