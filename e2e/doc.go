@@ -5,5 +5,6 @@
 // (POSTGRESCOPY_COLLECTOR, `make build`), telemetrygen
 // (POSTGRESCOPY_TELEMETRYGEN, `make tools`) and the PostgreSQL named by
 // POSTGRESCOPY_TEST_URL (`make services`); a missing one fails the test
-// rather than skipping it, so that `make test` cannot pass without them.
+// rather than skipping it, so that `make test` cannot pass without them
+// (under -short, `make unit`, such a test skips with the reason).
 package e2e

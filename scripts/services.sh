@@ -1,56 +1,198 @@
 #!/usr/bin/env bash
-# Makes sure PostgreSQL and Redis answer on the addresses the project uses,
-# starting local ones (installing them with apt-get when missing and root)
-# only when nothing answers. Idempotent; prints what it did.
+# Makes PostgreSQL and Redis answer for `make run` / `make test` and writes
+# where they are to .data/services.env (POSTGRESCOPY_TEST_URL,
+# POSTGRESCOPY_ENDPOINT, POSTGRESCOPY_TEST_REDIS, POSTGRESCOPY_REDIS, PGPORT),
+# which the Makefile's recipes source. Idempotent: a second run finds what the
+# first one started and changes nothing.
+#
+# PostgreSQL: a URL set in POSTGRESCOPY_TEST_URL / POSTGRESCOPY_ENDPOINT is
+# only checked. Otherwise a server on 127.0.0.1:5432 that lets user postgres in
+# without a password is used; failing that, the machine's Debian cluster
+# (pg_lsclusters, created when there is none) on whatever port it has: its
+# pg_hba.conf gets the loopback trust rule (and a reload), and it is started
+# when stopped, on a port of its own when something else holds its port.
+#
+# Redis: POSTGRESCOPY_TEST_REDIS / POSTGRESCOPY_REDIS when set (checked only),
+# else the one on 127.0.0.1:6379, else a Redis of the project's own with an
+# append-only file under .data/redis (a restart loses nothing acknowledged),
+# on 6379 or, when something else holds it, another port.
+#
+# `services.sh stop` stops what this script started (pid files in .data/) and
+# nothing else.
 set -euo pipefail
 
-PGHOST=${PGHOST:-127.0.0.1}
-PGPORT=${PGPORT:-5432}
-REDIS_HOST=${REDIS_HOST:-127.0.0.1}
-REDIS_PORT=${REDIS_PORT:-6379}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DATA=${POSTGRESCOPY_DATA:-$ROOT/.data}
+mkdir -p "$DATA"
+ENV_FILE=$DATA/services.env
+PG_STARTED=$DATA/postgres.started # "version cluster postmaster-pid" of a cluster this script started
+REDIS_PID=$DATA/redis/redis.pid
+REDIS_PORT_FILE=$DATA/redis/port
 
-reachable() { timeout 2 bash -c ">/dev/tcp/$1/$2" 2>/dev/null; }
+log() { echo "services: $*"; }
+die() { echo "services: $*" >&2; exit 1; }
 
-apt_install() {
-  if [ "$(id -u)" != 0 ]; then
-    echo "services: $* missing and not root: install it (apt-get install $*) and retry" >&2
-    exit 1
-  fi
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+port_busy() { timeout 2 bash -c ">/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+free_port() { # the first port from $1 up that nothing listens on
+  local p=$1
+  while port_busy "$p"; do p=$((p + 1)); done
+  echo "$p"
 }
 
-wait_for() {
-  for _ in $(seq 1 60); do reachable "$1" "$2" && return 0; sleep 0.5; done
-  echo "services: $3 did not come up on $1:$2" >&2
-  exit 1
+pg_url() { echo "postgres://postgres@127.0.0.1:$1/postgres?sslmode=disable"; }
+
+pg_ok() { PGCONNECT_TIMEOUT=3 psql "$1" -XAtqc 'SELECT 1' >/dev/null 2>&1; }
+
+redis_ok() { # $1 = host:port
+  [ "$(timeout 3 redis-cli -h "${1%:*}" -p "${1##*:}" PING 2>/dev/null)" = PONG ]
 }
 
-if reachable "$PGHOST" "$PGPORT"; then
-  echo "services: PostgreSQL answers on $PGHOST:$PGPORT"
-else
-  command -v pg_ctlcluster >/dev/null || apt_install postgresql postgresql-contrib
-  ver=$(ls /etc/postgresql | sort -n | tail -1)
-  if ! pg_lsclusters -h | awk '{print $2}' | grep -qx main; then
-    pg_createcluster "$ver" main >/dev/null
+alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+need() { command -v "$1" >/dev/null || die "$1 is missing: run scripts/deps.sh as root (make deps)"; }
+
+# ---- stop -----------------------------------------------------------------
+
+stop() {
+  if [ -f "$REDIS_PID" ]; then
+    pid=$(cat "$REDIS_PID")
+    if alive "$pid" && grep -q redis-server "/proc/$pid/cmdline" 2>/dev/null; then
+      kill "$pid" # SIGTERM: Redis flushes its append-only file and exits
+      for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
+      alive "$pid" && die "Redis (pid $pid) did not stop within 10s"
+      log "stopped Redis (pid $pid)"
+    fi
+    rm -f "$REDIS_PID"
   fi
-  # Trust auth on loopback, as the tests and config.yaml expect of a local server.
-  hba=/etc/postgresql/$ver/main/pg_hba.conf
-  if ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
-    sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$hba"
+  if [ -f "$PG_STARTED" ]; then
+    read -r ver name pid <"$PG_STARTED"
+    data=$(pg_lsclusters -h 2>/dev/null | awk -v v="$ver" -v c="$name" '$1==v && $2==c {print $6}')
+    now=$(head -1 "$data/postmaster.pid" 2>/dev/null || true)
+    if [ -n "$now" ] && [ "$now" = "$pid" ]; then
+      pg_ctlcluster --skip-systemctl-redirect "$ver" "$name" stop
+      log "stopped PostgreSQL $ver/$name (pid $pid)"
+    else
+      log "PostgreSQL $ver/$name is not the server this script started (pid $pid); left alone"
+    fi
+    rm -f "$PG_STARTED"
   fi
-  pg_ctlcluster --skip-systemctl-redirect "$ver" main start
-  wait_for "$PGHOST" "$PGPORT" PostgreSQL
-  echo "services: started PostgreSQL $ver on $PGHOST:$PGPORT"
+  rm -f "$ENV_FILE"
+}
+
+if [ "${1:-}" = stop ]; then
+  stop
+  exit 0
 fi
 
-if reachable "$REDIS_HOST" "$REDIS_PORT"; then
-  echo "services: Redis answers on $REDIS_HOST:$REDIS_PORT"
+# ---- PostgreSQL -----------------------------------------------------------
+
+need psql
+
+# hba_trust adds the loopback trust rule to a cluster's pg_hba.conf when it is
+# missing; it returns 0 when it changed the file.
+hba_trust() {
+  local hba=$1
+  grep -qE '^host[[:space:]]+all[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust' "$hba" && return 1
+  sed -i '1i # postgrescopy (scripts/services.sh): loopback trust for make run / make test\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+  return 0
+}
+
+local_cluster() {
+  need pg_lsclusters
+  [ "$(id -u)" = 0 ] || die "no PostgreSQL lets user postgres in on 127.0.0.1:5432; run make as root to set up the local cluster, or set POSTGRESCOPY_TEST_URL"
+  local line ver name port status data hba
+  # The cluster this script started before, else the newest version's main, else any.
+  line=
+  if [ -f "$PG_STARTED" ]; then
+    read -r ver name _ <"$PG_STARTED"
+    line=$(pg_lsclusters -h | awk -v v="$ver" -v c="$name" '$1==v && $2==c')
+  fi
+  [ -n "$line" ] || line=$(pg_lsclusters -h | sort -k1,1n -k2,2 | awk '$2=="main"' | tail -1)
+  [ -n "$line" ] || line=$(pg_lsclusters -h | sort -k1,1n | tail -1)
+  if [ -z "$line" ]; then
+    ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+    [ -n "$ver" ] || die "no PostgreSQL server installed: run scripts/deps.sh as root (make deps)"
+    pg_createcluster -p "$(free_port 5432)" "$ver" main >/dev/null
+    log "created PostgreSQL cluster $ver/main"
+    line=$(pg_lsclusters -h | awk -v v="$ver" '$1==v && $2=="main"')
+  fi
+  read -r ver name port status _ data _ <<<"$line"
+  hba=$(pg_conftool -s "$ver" "$name" show hba_file 2>/dev/null || echo "/etc/postgresql/$ver/$name/pg_hba.conf")
+  if [ "${status%%,*}" = online ]; then
+    if hba_trust "$hba"; then
+      pg_ctlcluster --skip-systemctl-redirect "$ver" "$name" reload
+      log "added the loopback trust rule to $hba and reloaded $ver/$name"
+    fi
+  else
+    hba_trust "$hba" && log "added the loopback trust rule to $hba"
+    if port_busy "$port"; then
+      local newport
+      newport=$(free_port $((port + 1)))
+      pg_conftool "$ver" "$name" set port "$newport"
+      log "port $port is taken by another server: cluster $ver/$name moves to $newport"
+      port=$newport
+    fi
+    pg_ctlcluster --skip-systemctl-redirect "$ver" "$name" start
+    echo "$ver $name $(head -1 "$data/postmaster.pid")" >"$PG_STARTED"
+    log "started PostgreSQL $ver/$name on 127.0.0.1:$port (make stop stops it)"
+  fi
+  PG_URL=$(pg_url "$port")
+  for _ in $(seq 1 60); do pg_ok "$PG_URL" && break; sleep 0.5; done
+  pg_ok "$PG_URL" || die "PostgreSQL $ver/$name on port $port does not let user postgres in: $(psql "$PG_URL" -XAtqc 'SELECT 1' 2>&1 | head -1)"
+  log "PostgreSQL $ver/$name answers on 127.0.0.1:$port"
+  PGPORT=$port
+}
+
+if [ -n "${POSTGRESCOPY_TEST_URL:-${POSTGRESCOPY_ENDPOINT:-}}" ]; then
+  PG_URL=${POSTGRESCOPY_TEST_URL:-$POSTGRESCOPY_ENDPOINT}
+  pg_ok "$PG_URL" || die "PostgreSQL at POSTGRESCOPY_TEST_URL / POSTGRESCOPY_ENDPOINT does not answer: $(psql "$PG_URL" -XAtqc 'SELECT 1' 2>&1 | head -1)"
+  log "PostgreSQL answers at the configured URL"
+  PGPORT=$(psql "$PG_URL" -XAtqc 'SHOW port')
+elif [ ! -f "$PG_STARTED" ] && pg_ok "$(pg_url 5432)"; then
+  PG_URL=$(pg_url 5432)
+  PGPORT=5432
+  log "PostgreSQL answers on 127.0.0.1:5432"
 else
-  command -v redis-server >/dev/null || apt_install redis-server
-  mkdir -p /var/lib/redis /var/log/redis
-  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" --appendonly no \
-    --dir /var/lib/redis --logfile /var/log/redis/ci.log
-  wait_for "$REDIS_HOST" "$REDIS_PORT" Redis
-  echo "services: started Redis on $REDIS_HOST:$REDIS_PORT"
+  local_cluster
 fi
+
+# ---- Redis ----------------------------------------------------------------
+
+if [ -n "${POSTGRESCOPY_TEST_REDIS:-${POSTGRESCOPY_REDIS:-}}" ]; then
+  REDIS_ADDR=${POSTGRESCOPY_TEST_REDIS:-$POSTGRESCOPY_REDIS}
+  need redis-cli
+  redis_ok "$REDIS_ADDR" || die "Redis at POSTGRESCOPY_TEST_REDIS / POSTGRESCOPY_REDIS ($REDIS_ADDR) does not answer PING"
+  log "Redis answers at $REDIS_ADDR"
+elif [ -f "$REDIS_PID" ] && alive "$(cat "$REDIS_PID")" && redis_ok "127.0.0.1:$(cat "$REDIS_PORT_FILE")"; then
+  REDIS_ADDR=127.0.0.1:$(cat "$REDIS_PORT_FILE")
+  log "Redis (this project's, pid $(cat "$REDIS_PID")) answers on $REDIS_ADDR"
+elif command -v redis-cli >/dev/null && redis_ok 127.0.0.1:6379; then
+  REDIS_ADDR=127.0.0.1:6379
+  log "Redis answers on $REDIS_ADDR"
+else
+  need redis-server
+  need redis-cli
+  port=$(free_port 6379)
+  mkdir -p "$DATA/redis"
+  # appendfsync everysec: every write reaches the file before its reply, so
+  # a killed Redis loses nothing acknowledged (a power cut: up to a second).
+  redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$DATA/redis" \
+    --appendonly yes --appendfsync everysec --save "" \
+    --pidfile "$REDIS_PID" --logfile "$DATA/redis/redis.log"
+  echo "$port" >"$REDIS_PORT_FILE"
+  REDIS_ADDR=127.0.0.1:$port
+  for _ in $(seq 1 60); do redis_ok "$REDIS_ADDR" && break; sleep 0.2; done
+  redis_ok "$REDIS_ADDR" || die "Redis did not come up on $REDIS_ADDR: $(tail -3 "$DATA/redis/redis.log")"
+  log "started Redis on $REDIS_ADDR, data in $DATA/redis (make stop stops it)"
+fi
+
+cat >"$ENV_FILE.tmp" <<EOF
+POSTGRESCOPY_TEST_URL='$PG_URL'
+POSTGRESCOPY_ENDPOINT='$PG_URL'
+POSTGRESCOPY_TEST_REDIS='$REDIS_ADDR'
+POSTGRESCOPY_REDIS='$REDIS_ADDR'
+PGPORT='$PGPORT'
+EOF
+chmod 600 "$ENV_FILE.tmp" # a URL of the user's may hold a password
+mv "$ENV_FILE.tmp" "$ENV_FILE"

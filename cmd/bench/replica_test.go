@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 )
 
 // TestReplicaCluster sets up the mixed part's primary and streaming replica,
@@ -19,7 +20,7 @@ func TestReplicaCluster(t *testing.T) {
 		t.Skip("starts two PostgreSQL servers")
 	}
 	if _, err := pglocal.BinDir(); err != nil {
-		t.Skipf("no PostgreSQL server binaries: %v", err)
+		pgtest.Unavailable(t, "%v (make deps)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

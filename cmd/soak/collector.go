@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -206,6 +207,10 @@ func (c *collector) terminate() error {
 	}
 }
 
+// errExited marks a collector that exited by itself mid-scenario: a verdict
+// on the collector, not a harness failure.
+var errExited = errors.New("exited on its own")
+
 // exitedEarly reports an unexpected exit of the current process.
 func (c *collector) exitedEarly() error {
 	if c.cur == nil {
@@ -213,7 +218,7 @@ func (c *collector) exitedEarly() error {
 	}
 	select {
 	case <-c.cur.exited:
-		return fmt.Errorf("collector run %d exited on its own: %v", c.runs, c.cur.waitErr)
+		return fmt.Errorf("collector run %d %w: %v", c.runs, errExited, c.cur.waitErr)
 	default:
 		return nil
 	}

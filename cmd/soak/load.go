@@ -23,6 +23,7 @@ type request struct {
 	first uint64
 	n     uint32
 	acked bool
+	done  time.Time // when the call returned
 }
 
 // spanID maps a counter value to a span id. The counter's parity moves half
@@ -34,7 +35,9 @@ func spanID(k uint64) uint64 { return k | (k&1)<<63 }
 // stopped, and record which calls the collector acknowledged.
 type load struct {
 	perRequest int
-	nonce      uint64 // the high half of every trace id: unique to this soak
+	nonce      uint64        // the high half of every trace id: unique to this soak
+	pause      time.Duration // between two calls of a sender (0: none)
+	timeout    time.Duration // of each call (0: 15s)
 
 	spans    atomic.Uint64 // last span counter value handed out
 	requests atomic.Uint64 // last request number handed out
@@ -68,11 +71,15 @@ func (l *load) sender(client ptraceotlp.GRPCClient, g int) {
 		td := l.traces(l.requests.Add(1), first, g)
 		// The deadline outlasts the exporter's retries (5s) and a COPY:
 		// a call that times out is counted as failed all the same.
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		timeout := l.timeout
+		if timeout == 0 {
+			timeout = 15 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		resp, err := client.Export(ctx, ptraceotlp.NewExportRequestFromTraces(td))
 		cancel()
 		acked := err == nil && resp.PartialSuccess().RejectedSpans() == 0
-		mine = append(mine, request{first: first, n: uint32(n), acked: acked})
+		mine = append(mine, request{first: first, n: uint32(n), acked: acked, done: time.Now()})
 		if !acked {
 			code := "partial_success"
 			if err != nil {
@@ -84,6 +91,9 @@ func (l *load) sender(client ptraceotlp.GRPCClient, g int) {
 			errs[code]++
 			// The collector is probably down: do not spin through ids.
 			time.Sleep(20 * time.Millisecond)
+		}
+		if l.pause > 0 {
+			time.Sleep(l.pause)
 		}
 	}
 	l.mu.Lock()

@@ -35,6 +35,15 @@ type options struct {
 	seed       uint64
 	keep       bool
 	drain      time.Duration
+
+	scenarios      string
+	outage         time.Duration // pg-outage: how long PostgreSQL is down
+	outageLoad     time.Duration // pg-outage: load in the outage's first part
+	directDrain    time.Duration // direct mode: the wait for rows after an outage
+	shortDrain     time.Duration // Redis mode: the wait for the stream to drain
+	redisKillAfter time.Duration // redis-*: load before the SIGKILL of Redis
+	redisLoadAfter time.Duration // redis-*: load after Redis is back
+	killOutageLoad time.Duration // collector-kill-outage: load while PostgreSQL is down
 }
 
 func main() {
@@ -48,15 +57,20 @@ func parseFlags() *options {
 		defURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	}
 	flag.StringVar(&o.collector, "collector", "_build/otelcol-postgrescopy", "path of the built collector")
-	flag.DurationVar(&o.duration, "duration", 90*time.Second, "how long the load runs")
-	flag.IntVar(&o.kills, "kills", 5, "SIGKILLs of the collector during the load")
-	flag.IntVar(&o.senders, "senders", 4, "concurrent OTLP gRPC senders")
-	flag.IntVar(&o.perRequest, "spans-per-request", 50, "spans in each export request")
-	flag.StringVar(&o.pgURL, "pg", defURL, "PostgreSQL URL")
-	flag.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis host:port")
-	flag.Uint64Var(&o.seed, "seed", 0, "seed of the kill schedule (0: from the clock, printed)")
+	flag.DurationVar(&o.duration, "duration", 90*time.Second, "kill: how long the load runs")
+	flag.IntVar(&o.kills, "kills", 5, "kill: SIGKILLs of the collector during the load")
+	flag.IntVar(&o.senders, "senders", 4, "kill: concurrent OTLP gRPC senders")
+	flag.IntVar(&o.perRequest, "spans-per-request", 50, "kill: spans in each export request")
+	flag.StringVar(&o.pgURL, "pg", defURL, "PostgreSQL URL (the throwaway servers of pg-outage and collector-kill-outage aside)")
+	flag.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "kill: Redis host:port (the other scenarios start their own)")
+	flag.Uint64Var(&o.seed, "seed", 0, "kill: seed of the kill schedule (0: from the clock, printed)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the schema and the temp dir with the collector log (the Redis keys are deleted regardless)")
-	flag.DurationVar(&o.drain, "drain-timeout", 3*time.Minute, "how long to wait for the stream to drain after the load")
+	flag.DurationVar(&o.drain, "drain-timeout", 3*time.Minute, "kill: how long to wait for the stream to drain after the load")
+	flag.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run: kill, redis-empty, redis-aof, pg-outage, collector-kill-outage, identical (or all)")
+	flag.DurationVar(&o.outage, "outage", 320*time.Second, "pg-outage: how long PostgreSQL stays down (the Collector's default retry gives up after 300s)")
+	flag.DurationVar(&o.directDrain, "outage-drain", 60*time.Second, "pg-outage, collector-kill-outage: how long to wait for the direct collector's rows once PostgreSQL is back")
+	flag.DurationVar(&o.shortDrain, "redis-drain", 45*time.Second, "redis-empty, redis-aof, pg-outage, identical: how long to wait for a stream to drain")
+	o.outageLoad, o.redisKillAfter, o.redisLoadAfter, o.killOutageLoad = 20*time.Second, 8*time.Second, 12*time.Second, 10*time.Second
 	flag.Parse()
 	return o
 }
@@ -65,6 +79,15 @@ func run() int {
 	o := parseFlags()
 	if o.kills < 0 || o.senders < 1 || o.perRequest < 1 || o.duration <= 0 {
 		fmt.Fprintln(os.Stderr, "soak: -kills must be >= 0, -senders and -spans-per-request >= 1, -duration > 0")
+		return 2
+	}
+	if o.outage <= o.outageLoad {
+		fmt.Fprintf(os.Stderr, "soak: -outage must be longer than the %s of load it starts with\n", o.outageLoad)
+		return 2
+	}
+	selected, err := selectScenarios(o.scenarios)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "soak: -scenarios: %v\n", err)
 		return 2
 	}
 	if o.seed == 0 {
@@ -82,10 +105,58 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var rows []row
+	for _, sc := range selected {
+		begin := time.Now()
+		fmt.Printf("\n== soak scenario %s\n", sc.name)
+		got := sc.run(ctx, o)
+		for _, r := range got {
+			fmt.Printf("== %s/%s: %s (%s)\n", r.scenario, r.mode, r.verdict(), time.Since(begin).Round(time.Second))
+		}
+		rows = append(rows, got...)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	printTable(os.Stdout, rows)
+	code := 0
+	for _, r := range rows {
+		switch r.verdict() {
+		case "fail":
+			code = 1
+		case "error":
+			if code == 0 {
+				code = 2
+			}
+		}
+	}
+	if code == 0 {
+		fmt.Println("soak: PASS")
+	} else {
+		fmt.Println("soak: FAIL")
+	}
+	return code
+}
+
+// runKill is the crash soak: Redis mode under load, the collector SIGKILLed
+// and restarted -kills times.
+func runKill(ctx context.Context, o *options) []row {
 	s := &soak{o: o, rng: mrand.New(mrand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))}
 	code := s.run(ctx)
 	s.cleanup()
-	return code
+	r := row{scenario: "kill", mode: "redis", reported: "-"}
+	if s.res == nil {
+		r.err = fmt.Errorf("the kill soak could not run (exit %d; see its output above)", code)
+		return []row{r}
+	}
+	r.acked, r.missing = s.res.ackedSpans, s.res.missing
+	r.stored = r.acked - r.missing
+	r.duplicated = s.res.duplicated + s.res.failedDuplicated
+	r.pass = s.res.ok()
+	if s.res.unexpected > 0 {
+		r.note("%d rows of spans never sent", s.res.unexpected)
+	}
+	return []row{r}
 }
 
 // soak is one run's state.
@@ -100,6 +171,7 @@ type soak struct {
 	coll   *collector
 	keys   coord.Keys
 	rec    recovery // summed over the collector processes
+	res    *result  // the verdict, once checked
 }
 
 // scrape adds the current process's recovery counters before it goes away.
@@ -203,6 +275,7 @@ func (s *soak) run(ctx context.Context) int {
 	}
 	res.kills, res.elapsed, res.drainRows = kills, drained, rows
 	res.errors, res.rec = ld.errors, s.rec
+	s.res = res
 	res.print(os.Stdout)
 	if termErr != nil {
 		// Reported, not a verdict: the counts above decide.

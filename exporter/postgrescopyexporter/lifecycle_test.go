@@ -147,7 +147,10 @@ func (p *proxy) start(t *testing.T, target string) {
 func TestDatabaseDownAtStartIsWaitedFor(t *testing.T) {
 	cfg, schemaName := testConfig(t)
 	addr := freeAddr(t)
-	target := "127.0.0.1:5432"
+	// The proxy leads to the test server, wherever POSTGRESCOPY_TEST_URL puts it.
+	u, err := url.Parse(pgtest.URL())
+	require.NoError(t, err)
+	target := u.Host
 	cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
 	set, logs := observedSettings()
 	ctx := context.Background()

@@ -47,7 +47,10 @@ func redisAddr() string {
 // are deleted when the test ends.
 func testRedis(t *testing.T) (*redis.Client, string) {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
-	require.NoError(t, rdb.Ping(context.Background()).Err(), "Redis at %s must answer (make services)", redisAddr())
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		rdb.Close()
+		pgtest.Unavailable(t, "Redis at %s does not answer (make services): %v", redisAddr(), err)
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	prefix := "pgct-" + hex.EncodeToString(b[:])

@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 )
 
 // redisAddr follows the exporter's tests: POSTGRESCOPY_TEST_REDIS or the
@@ -31,7 +33,10 @@ func redisAddr() string {
 func testStream(tb testing.TB, bounds Bounds) (*Stream, *redis.Client) {
 	tb.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
-	require.NoError(tb, rdb.Ping(context.Background()).Err(), "Redis at %s must answer (make services)", redisAddr())
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		rdb.Close()
+		pgtest.Unavailable(tb, "Redis at %s does not answer (make services): %v", redisAddr(), err)
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	keys := KeysFor("pgct-coord-"+hex.EncodeToString(b[:]), "traces")

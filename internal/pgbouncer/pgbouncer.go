@@ -32,7 +32,7 @@ type Options struct {
 	PoolSize int
 	// Dir holds the ini file and the log; it must exist.
 	Dir string
-	// Logf reports progress (installing, listening); may be nil.
+	// Logf reports progress (listening); may be nil.
 	Logf func(string, ...any)
 }
 
@@ -45,51 +45,17 @@ type Server struct {
 	done chan struct{}
 }
 
-// Find returns the pgbouncer binary, installing the Debian package when it
-// is missing and the process is root.
-func Find(ctx context.Context, logf func(string, ...any)) (string, error) {
-	look := func() (string, error) {
-		if p, err := exec.LookPath("pgbouncer"); err == nil {
-			return p, nil
-		}
-		if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
-			return "/usr/sbin/pgbouncer", nil
-		}
-		return "", errors.New("pgbouncer is not installed")
-	}
-	if p, err := look(); err == nil {
+// Find returns the pgbouncer binary. It installs nothing: tests and the
+// bench run side by side, and concurrent apt-get runs fail on dpkg's lock;
+// scripts/deps.sh (`make deps`, run by `make test` and `make bench`) does.
+func Find() (string, error) {
+	if p, err := exec.LookPath("pgbouncer"); err == nil {
 		return p, nil
 	}
-	if os.Geteuid() != 0 {
-		return "", errors.New("pgbouncer is not installed and this is not root: apt-get install pgbouncer")
+	if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
+		return "/usr/sbin/pgbouncer", nil
 	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		return "", errors.New("pgbouncer is not installed and apt-get is not available")
-	}
-	logf("installing pgbouncer with apt-get")
-	install := func() error {
-		cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "pgbouncer")
-		// RUNLEVEL=1 keeps the package's init script from starting a
-		// system-wide pgbouncer nobody asked for.
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "RUNLEVEL=1")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get install pgbouncer: %w: %s", err, lastLines(string(out), 5))
-		}
-		return nil
-	}
-	if err := install(); err != nil {
-		// A stale package index is the usual cause; refresh it once.
-		upd := exec.CommandContext(ctx, "apt-get", "update", "-qq")
-		upd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, uerr := upd.CombinedOutput(); uerr != nil {
-			return "", fmt.Errorf("%w; apt-get update: %v: %s", err, uerr, lastLines(string(out), 5))
-		}
-		if err := install(); err != nil {
-			return "", err
-		}
-	}
-	return look()
+	return "", errors.New("pgbouncer is not installed: run `make deps` as root (or apt-get install pgbouncer)")
 }
 
 // Start runs PgBouncer on a free loopback port and waits until it listens.
@@ -103,7 +69,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.PoolSize == 0 {
 		o.PoolSize = 20
 	}
-	bin, err := Find(ctx, o.Logf)
+	bin, err := Find()
 	if err != nil {
 		return nil, err
 	}

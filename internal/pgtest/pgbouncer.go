@@ -14,6 +14,9 @@ import (
 // under the name "pgct".
 func StartPgBouncer(t testing.TB) *pgbouncer.Server {
 	t.Helper()
+	if _, err := pgbouncer.Find(); err != nil {
+		Unavailable(t, "pgtest: %v", err)
+	}
 	// Not t.TempDir: pgbouncer runs as the postgres user, which cannot enter
 	// the test's private temp directory.
 	dir, err := os.MkdirTemp("", "pgct-bouncer-")

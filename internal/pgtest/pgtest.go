@@ -23,8 +23,20 @@ func URL() string {
 	return DefaultURL
 }
 
-// Pool connects to the test server; the test fails (it is not skipped) when
-// none answers, because `make test` starts one.
+// Unavailable reports that something a test needs (a server, a built
+// binary) is not there: under -short (`make unit`, no servers) the test is
+// skipped with that one line; otherwise it fails, because `make test` provides
+// everything and a skip would hide a test that never ran.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("skipped under -short: "+format, args...)
+	}
+	t.Fatalf(format, args...)
+}
+
+// Pool connects to the test server; when none answers the test fails, or is
+// skipped under -short (see Unavailable).
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -35,7 +47,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		t.Fatalf("pgtest: PostgreSQL at %s does not answer (run `make services`): %v", URL(), err)
+		Unavailable(t, "pgtest: PostgreSQL at %s does not answer (run `make services`): %v", URL(), err)
 	}
 	t.Cleanup(pool.Close)
 	return pool

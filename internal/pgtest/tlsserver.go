@@ -104,7 +104,7 @@ func StartTLSServer(t testing.TB) *TLSServer {
 	t.Helper()
 	bin, err := pglocal.BinDir()
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		Unavailable(t, "pgtest: %v (make deps)", err)
 	}
 	var owner *user.User
 	if os.Geteuid() == 0 {
