@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 func observedSettings() (exporter.Settings, *observer.ObservedLogs) {

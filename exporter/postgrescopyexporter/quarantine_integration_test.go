@@ -15,7 +15,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/entry"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // quarantineRow is one row of the quarantine table.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/entry"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // modelTraces is uniqueTraces with a GenAI model on every span, which the

@@ -20,8 +20,8 @@ import (
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/entry"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // startObservedTraces is startTraces with the exporter's logs observed.

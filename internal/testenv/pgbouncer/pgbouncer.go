@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/postgrescopy/postgrescopy/internal/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
 )
 
 // Options configure a PgBouncer.

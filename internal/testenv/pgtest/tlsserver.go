@@ -23,7 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postgrescopy/postgrescopy/internal/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
 )
 
 // TLSServer is a throwaway PostgreSQL cluster that accepts only TLS

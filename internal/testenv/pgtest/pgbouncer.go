@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgbouncer"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgbouncer"
 )
 
 // StartPgBouncer runs a PgBouncer in transaction mode in front of the test
