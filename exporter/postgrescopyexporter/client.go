@@ -110,10 +110,7 @@ func (c *client) poolConfig(ctx context.Context) (*pgxpool.Config, error) {
 	}
 	pc.MaxConns = c.cfg.MaxConns
 	if pc.MaxConns == 0 {
-		pc.MaxConns = 4
-		if q := c.cfg.QueueConfig; q.HasValue() && int32(q.Get().NumConsumers)*3 > pc.MaxConns {
-			pc.MaxConns = int32(q.Get().NumConsumers) * 3
-		}
+		pc.MaxConns = defaultMaxConns(c.cfg.QueueConfig)
 	}
 	c.target = fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
 	return pc, nil

@@ -87,6 +87,7 @@ func TestLoadConfig(t *testing.T) {
 			want: &Config{
 				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 				QueueConfig:   defaultQueue,
+				MaxConns:      6, // the default queue's 2 consumers × 3 signals
 				RetryConfig: configretry.BackOffConfig{
 					Enabled:             true,
 					InitialInterval:     5 * time.Second,
@@ -142,6 +143,7 @@ func TestLoadConfig(t *testing.T) {
 			want: &Config{
 				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 				QueueConfig:   configoptional.None[exporterhelper.QueueBatchConfig](),
+				MaxConns:      4, // no queue: at least 4
 				RetryConfig: func() configretry.BackOffConfig {
 					r := defaultRetryConfig()
 					r.Enabled = false
@@ -163,6 +165,7 @@ func TestLoadConfig(t *testing.T) {
 				c := createDefaultConfig().(*Config)
 				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
 				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4 // Redis is the queue: at least 4
 				rc := defaultRedisConfig()
 				rc.Endpoint = "redis://:pw@127.0.0.1:6379/2"
 				rc.KeyPrefix = "otel-prod"
@@ -183,6 +186,7 @@ func TestLoadConfig(t *testing.T) {
 				c := createDefaultConfig().(*Config)
 				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
 				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4 // Redis is the queue: at least 4
 				rc := defaultRedisConfig()
 				rc.Endpoint = "127.0.0.1:6379"
 				c.Redis = configoptional.Some(rc)
@@ -330,4 +334,27 @@ func TestPromoteReplacesPresetColumn(t *testing.T) {
 	cols, err = cfg.promotedColumns()
 	require.NoError(t, err)
 	assert.Len(t, cols, 1, "without the preset only the entry remains")
+}
+
+// max_conns shows its real default (print-config prints it): the sending
+// queue's num_consumers × 3 signals, at least 4, from the queue the config
+// ends up with; a value the user wrote is kept.
+func TestMaxConnsDefaultIsConcrete(t *testing.T) {
+	assert.EqualValues(t, 6, createDefaultConfig().(*Config).MaxConns, "2 consumers × 3 signals")
+	for _, tc := range []struct {
+		name string
+		raw  map[string]any
+		want int32
+	}{
+		{"more consumers", map[string]any{"sending_queue": map[string]any{"num_consumers": 20}}, 60},
+		{"redis, no queue", map[string]any{"redis": map[string]any{"endpoint": "127.0.0.1:6379"}}, 4},
+		{"written", map[string]any{"max_conns": 9, "sending_queue": map[string]any{"num_consumers": 20}}, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			tc.raw["endpoint"] = "postgres://otel@127.0.0.1/db"
+			require.NoError(t, confmap.NewFromStringMap(tc.raw).Unmarshal(cfg))
+			assert.Equal(t, tc.want, cfg.MaxConns)
+		})
+	}
 }
