@@ -21,7 +21,7 @@ import (
 // Rows are checked (checksum, shape, count) as they are read, so a damaged
 // entry is found mid-write: the reader fails and the write must be abandoned
 // and done again through a Batch, whose AddTo refuses the entry (the
-// flusher quarantines it).
+// flush worker quarantines it).
 type Entries struct {
 	lay     *tables.Layout
 	recs    [tables.NumTables][]tableRecord

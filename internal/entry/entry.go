@@ -49,7 +49,7 @@ type Rows interface {
 // older release, write rows of another shape, and the reader must COPY them
 // with their own column list.
 //
-// The reader refuses an entry past any of the limits below, and the flusher
+// The reader refuses an entry past any of the limits below, and the flush worker
 // takes a refused entry for a damaged one; so each limit is one constant (or
 // check) that the writing side obeys too: tables.NewLayout (MaxColumns),
 // Append (maxTableSize, ratioFits).

@@ -62,7 +62,7 @@ func periodicTraces(n, size int) ptrace.Traces {
 
 // The repro: requests of 10 spans that each carry the same 60 KB
 // periodic attribute compress over 1000 times with S2. The reader refused
-// such entries as damaged ("bad compressed table header"), and the flusher
+// such entries as damaged ("bad compressed table header"), and the flush worker
 // deleted them, good rows and all.
 func TestEntryPeriodicAttribute60KB(t *testing.T) {
 	for req := range 3 {

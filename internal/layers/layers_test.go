@@ -1,7 +1,4 @@
-// Package layers_test checks the import graph: each stage of the data flow
-// imports only the stages after it, the table layout and the entry format
-// hold no pdata, and no product package imports a test server. It reads the
-// graph from `go list`, so the evidence is the build's own.
+// The import graph test: see doc.go.
 package layers_test
 
 import (
