@@ -16,9 +16,9 @@ import (
 
 // Entry field names, kept short: they are repeated in every entry.
 const (
-	fieldData   = "d" // the request; OTLP protobuf unless fieldFormat says otherwise
+	fieldData   = "d" // the request's payload, in fieldFormat
 	fieldItems  = "n" // spans, data points or log records in it
-	fieldFormat = "f" // the payload's format; absent on legacy OTLP entries
+	fieldFormat = "f" // the payload's format (entry.Format)
 	fieldKey    = "k" // the request's identity, assigned once before the XADD
 )
 
