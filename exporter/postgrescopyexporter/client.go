@@ -158,6 +158,11 @@ func (c *client) start(ctx context.Context) error {
 			pool.Close()
 			return err
 		}
+	} else if q := c.cfg.QueueConfig; q.HasValue() && q.Get().StorageID == nil && !q.Get().WaitForResult {
+		// What the README's delivery guarantees say, said where an operator
+		// sees it.
+		c.logger.Info("sending_queue is in memory: requests acknowledged and not yet written to PostgreSQL are lost if the collector process dies; " +
+			"set sending_queue::storage to a file_storage extension to keep them")
 	}
 	return nil
 }

@@ -64,6 +64,7 @@ func (c *client) checkRedis(ctx context.Context, rs *redisSide, opt *redis.Optio
 		}
 	}
 	if err == nil {
+		c.logDurability(cctx, rs)
 		return nil
 	}
 	if isAuthError(err) {
@@ -191,4 +192,21 @@ func redactErr(err error, secret string) error {
 		return err
 	}
 	return &redactedError{msg: strings.ReplaceAll(err.Error(), secret, "[REDACTED]"), err: err}
+}
+
+// logDurability says at start what an acknowledged request risks with this
+// Redis: until its rows are committed, Redis holds the only copy.
+func (c *client) logDurability(ctx context.Context, rs *redisSide) {
+	d, err := coord.ReadDurability(ctx, rs.rdb)
+	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("durability", d.String()), zap.String("risk", d.Risk())}
+	switch {
+	case err != nil:
+		c.logger.Warn("cannot read Redis persistence settings; what an acknowledged request risks is unknown",
+			append(fields, zap.Error(err))...)
+	case d == coord.DurabilityAlways:
+		c.logger.Info("Redis persistence", fields...)
+	default:
+		c.logger.Warn("Redis persistence does not keep every acknowledged request through a crash; "+
+			"use appendonly yes with appendfsync always for none lost", fields...)
+	}
 }

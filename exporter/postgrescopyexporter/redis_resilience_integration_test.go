@@ -251,3 +251,46 @@ func TestRedisSameKeyAddedTwiceIsWrittenOnce(t *testing.T) {
 	assert.EqualValues(t, 20, total)
 	assert.EqualValues(t, 20, distinct)
 }
+
+// TestRedisDurabilityIsSaidAtStart: in Redis mode Redis holds the only copy of
+// an acknowledged request until it is written, so the collector says at start
+// what that Redis risks: a Warn for one without persistence, Info for AOF
+// fsynced on every write.
+func TestRedisDurabilityIsSaidAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		aof   bool
+		level zapcore.Level
+		want  string
+	}{
+		{"volatile", false, zapcore.WarnLevel, "volatile"},
+		{"aof always", true, zapcore.InfoLevel, "aof_always"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := startRedisServer(t, "")
+			if tc.aof {
+				rdb := rs.client(t)
+				require.NoError(t, rdb.ConfigSet(context.Background(), "appendonly", "yes").Err())
+				require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "always").Err())
+			}
+			cfg, _ := testConfig(t)
+			cfg = withRedis(cfg, "pgct-durability", "d")
+			cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+			_, _, logs := startObservedTraces(t, cfg)
+			said := logs.FilterMessageSnippet("Redis persistence").All()
+			require.Len(t, said, 1)
+			assert.Equal(t, tc.level, said[0].Level)
+			assert.Equal(t, tc.want, said[0].ContextMap()["durability"])
+			assert.NotEmpty(t, said[0].ContextMap()["risk"])
+		})
+	}
+}
+
+// TestInMemoryQueueIsSaidAtStart: direct mode with the default in-memory
+// queue says at start that a crash loses what it holds.
+func TestInMemoryQueueIsSaidAtStart(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.QueueConfig = createDefaultConfig().(*Config).QueueConfig
+	_, _, logs := startObservedTraces(t, cfg)
+	assert.Equal(t, 1, logs.FilterMessageSnippet("sending_queue is in memory").Len())
+}

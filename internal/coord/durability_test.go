@@ -1,0 +1,85 @@
+package coord
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+)
+
+// throwawayRedis starts a redis-server of its own with args (the machine's
+// Redis is never reconfigured) and returns a client of it.
+func throwawayRedis(t *testing.T, args ...string) *redis.Client {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		pgtest.Unavailable(t, "redis-server is not installed (make deps): %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	all := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(),
+		"--daemonize", "no", "--logfile", ""}, args...)
+	cmd := exec.Command("redis-server", all...)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil },
+		10*time.Second, 20*time.Millisecond)
+	return rdb
+}
+
+func TestReadDurability(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want Durability
+	}{
+		{"no persistence", []string{"--save", "", "--appendonly", "no"}, DurabilityVolatile},
+		{"rdb snapshots", []string{"--save", "3600 1", "--appendonly", "no"}, DurabilitySnapshot},
+		{"aof no fsync", []string{"--save", "", "--appendonly", "yes", "--appendfsync", "no"}, DurabilityAOF},
+		{"aof everysec", []string{"--save", "", "--appendonly", "yes", "--appendfsync", "everysec"}, DurabilityEverySec},
+		{"aof always", []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always"}, DurabilityAlways},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb := throwawayRedis(t, tc.args...)
+			got, err := ReadDurability(context.Background(), rdb)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got, "%s: %s", got, got.Risk())
+		})
+	}
+}
+
+// A user that may not run CONFIG (as on managed services) still gets a
+// classification from INFO alone, never a stronger one than the server has.
+func TestReadDurabilityWithoutConfig(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want Durability
+	}{
+		{"aof always", []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always"}, DurabilityAOF},
+		{"no persistence", []string{"--save", "", "--appendonly", "no"}, DurabilityVolatile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			admin := throwawayRedis(t, tc.args...)
+			require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "writer", "on", ">pw", "+@all", "-config", "~*").Err())
+			rdb := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: "writer", Password: "pw"})
+			defer rdb.Close()
+			require.Error(t, rdb.ConfigGet(ctx, "appendfsync").Err(), "the user must not be allowed CONFIG")
+			got, err := ReadDurability(ctx, rdb)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
