@@ -3,8 +3,7 @@
 // group; entries added under their request's key, read, claimed from dead
 // consumers, acknowledged and deleted (with the byte counter the bound reads)
 // in one script; epochs that tell a Redis that lost its data; what Redis says
-// of its own durability, read at start. Redis is the
-// valve and the ledger of what waits; PostgreSQL stays the system of record.
-// *Stream is what the flush workers (internal/flush) read through their
-// Stream interface.
+// of its own durability, read at start. Redis is the valve and the ledger of
+// what waits; PostgreSQL stays the system of record. *Stream is what the flush
+// workers (internal/flush) read through their Stream interface.
 package coord
