@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 const secret = "SECRETPW"

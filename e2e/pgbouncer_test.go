@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // TestTelemetrygenThroughPgBouncer is the end-to-end run through a real

@@ -13,11 +13,12 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver"
 )
 
 // numTables is how many tables a workload fills (spans, logs, five metric types).
-const numTables = len(rows.Tables)
+const numTables = len(tables.Tables)
 
 // copyHeader and copyTrailer frame a binary COPY stream. rows.Batch.Data
 // returns whole streams; the dataset files hold many batches, so each batch

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // exporterPartitioning is the exporter's default partition layout
@@ -19,8 +19,8 @@ var exporterPartitioning = schema.Partitioning{Interval: 24 * time.Hour, Premake
 
 // benchLayout is the exporter's default row layout: the built-in columns and
 // the genai preset's promoted columns (promote_preset: genai).
-var benchLayout = func() *rows.Layout {
-	l, err := rows.NewLayout(rows.GenAI())
+var benchLayout = func() *tables.Layout {
+	l, err := tables.NewLayout(tables.GenAI())
 	if err != nil {
 		panic(err) // the preset is fixed at build time
 	}
@@ -105,7 +105,7 @@ func (b *bench) reset(ctx context.Context, name string) error {
 // countRows counts the rows of every workload table in name.
 func countRows(ctx context.Context, pool *pgxpool.Pool, name string) (int64, error) {
 	parts := make([]string, numTables)
-	for i, t := range rows.Tables {
+	for i, t := range tables.Tables {
 		parts[i] = "(SELECT count(*) FROM " + schema.Qualified(name, t.Name) + ")"
 	}
 	var n int64
@@ -118,7 +118,7 @@ func countRows(ctx context.Context, pool *pgxpool.Pool, name string) (int64, err
 // PostgreSQL 15 silently ignores SET UNLOGGED on a partitioned parent, so
 // every existing partition is switched instead.
 func (b *bench) setUnlogged(ctx context.Context, name string) error {
-	for _, t := range rows.Tables {
+	for _, t := range tables.Tables {
 		r, err := b.pool.Query(ctx, `SELECT relid::regclass::text FROM pg_partition_tree($1::regclass) WHERE isleaf`,
 			schema.Qualified(name, t.Name))
 		if err != nil {
@@ -145,9 +145,9 @@ type index struct{ name, def string }
 // partitioned tables these are the parents' indexes; dropping one drops it
 // on every partition.
 func (b *bench) workloadIndexes(ctx context.Context, name string) ([]index, error) {
-	tables := make([]string, numTables)
-	for i, t := range rows.Tables {
-		tables[i] = t.Name
+	names := make([]string, numTables)
+	for i, t := range tables.Tables {
+		names[i] = t.Name
 	}
 	r, err := b.pool.Query(ctx, `
 SELECT i.indexname, i.indexdef
@@ -155,7 +155,7 @@ FROM pg_indexes i
 WHERE i.schemaname = $1 AND i.tablename = ANY($2)
   AND NOT EXISTS (SELECT 1 FROM pg_constraint c
                   WHERE c.conindid = (quote_ident(i.schemaname) || '.' || quote_ident(i.indexname))::regclass)
-ORDER BY i.indexname`, name, tables)
+ORDER BY i.indexname`, name, names)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (b *bench) createIndexes(ctx context.Context, ixs []index) error {
 }
 
 func (b *bench) analyze(ctx context.Context, name string) error {
-	for _, t := range rows.Tables {
+	for _, t := range tables.Tables {
 		if _, err := b.pool.Exec(ctx, "ANALYZE "+schema.Qualified(name, t.Name)); err != nil {
 			return err
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgbouncer"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgbouncer"
 )
 
 // bench holds a run's settings and the resources it must clean up.

@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgbouncer"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgbouncer"
 )
 
 // pgbouncerURL starts the pooled strategy's pgbouncer (transaction mode, as

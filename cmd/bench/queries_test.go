@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postgrescopy/postgrescopy/internal/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
 )
 
 // primarySettings are the bench primary's settings besides its address. They

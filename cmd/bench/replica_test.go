@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postgrescopy/postgrescopy/internal/pglocal"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // TestReplicaCluster sets up the mixed part's primary and streaming replica,

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // The INSERT and pgx CopyFrom strategies stand for an application that holds
@@ -25,8 +25,8 @@ import (
 var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // columnTypes returns the type OID of each of t's columns in schemaName, in
-// rows.Tables order.
-func columnTypes(ctx context.Context, conn *pgx.Conn, schemaName string, t rows.Table) ([]uint32, error) {
+// tables.Tables order.
+func columnTypes(ctx context.Context, conn *pgx.Conn, schemaName string, t tables.Table) ([]uint32, error) {
 	r, err := conn.Query(ctx, `
 SELECT a.atttypid
 FROM unnest($2::text[]) WITH ORDINALITY AS c(name, i)
@@ -56,7 +56,7 @@ type decoder struct {
 
 func newDecoder(ctx context.Context, conn *pgx.Conn, schemaName string) (*decoder, error) {
 	d := &decoder{types: pgtype.NewMap()}
-	for i := range rows.Tables {
+	for i := range tables.Tables {
 		// The layout's columns, promoted ones included, as the rows are encoded.
 		oids, err := columnTypes(ctx, conn, schemaName, *benchLayout.Table(i))
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/postgrescopy/postgrescopy/internal/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
 )
 
 // redisServer is a throwaway redis-server on a free port with its own data
@@ -97,7 +97,7 @@ func (p *pgServer) url() string {
 
 // startPG creates and starts a cluster in a new temp dir. As root the server
 // runs as the postgres OS user (initdb and postgres refuse root), as
-// internal/pgtest does.
+// internal/testenv/pgtest does.
 func startPG(ctx context.Context) (*pgServer, error) {
 	bin, err := pglocal.BinDir()
 	if err != nil {

@@ -30,8 +30,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // The price file of the AI spend tests: gpt-4o changes price at noon of the

@@ -19,7 +19,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // histogramsToPdata converts the SDK's int64 histograms to pdata, as its

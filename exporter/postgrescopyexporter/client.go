@@ -17,9 +17,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/flush"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // startAttempt bounds the first connection attempt made inside Start, so that
@@ -33,7 +36,7 @@ type client struct {
 	logger *zap.Logger
 	tel    *metadata.TelemetryBuilder
 	target string // user@host:port/db, never the password
-	layout *rows.Layout
+	layout *tables.Layout
 
 	pool   *pgxpool.Pool
 	writer *pgwrite.Writer
@@ -43,6 +46,11 @@ type client struct {
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// writes is the context of the flush workers' writes: cancelled only
+	// when Shutdown's context ends, so that a write in flight at shutdown
+	// finishes within the Collector's deadline and no later.
+	writes     context.Context
+	stopWrites context.CancelFunc
 
 	redis *redisSide // nil without a redis section
 
@@ -102,10 +110,7 @@ func (c *client) poolConfig(ctx context.Context) (*pgxpool.Config, error) {
 	}
 	pc.MaxConns = c.cfg.MaxConns
 	if pc.MaxConns == 0 {
-		pc.MaxConns = 4
-		if q := c.cfg.QueueConfig; q.HasValue() && int32(q.Get().NumConsumers)*3 > pc.MaxConns {
-			pc.MaxConns = int32(q.Get().NumConsumers) * 3
-		}
+		pc.MaxConns = defaultMaxConns(c.cfg.QueueConfig)
 	}
 	c.target = fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
 	return pc, nil
@@ -129,12 +134,13 @@ func (c *client) start(ctx context.Context) error {
 	attemptCtx, cancel := context.WithTimeout(ctx, startAttempt)
 	err = c.prepare(attemptCtx)
 	cancel()
-	if err != nil && fatal(err) {
+	if err != nil && pgwrite.Classify(err) == pgwrite.Config {
 		pool.Close()
 		return c.explain(err)
 	}
 	bg, stop := context.WithCancel(context.Background())
 	c.cancel = stop
+	c.writes, c.stopWrites = context.WithCancel(context.Background())
 	if err != nil {
 		c.setWaiting(err)
 		c.logger.Warn("PostgreSQL is not reachable yet; waiting for it in the background, batches are held meanwhile",
@@ -148,6 +154,7 @@ func (c *client) start(ctx context.Context) error {
 	if c.cfg.Redis.HasValue() {
 		if err := c.startRedis(ctx, bg); err != nil {
 			stop()
+			c.stopWrites()
 			c.wg.Wait()
 			pool.Close()
 			return err
@@ -159,11 +166,6 @@ func (c *client) start(ctx context.Context) error {
 			"set sending_queue::storage to a file_storage extension to keep them")
 	}
 	return nil
-}
-
-func fatal(err error) bool {
-	return errors.Is(err, schema.ErrNewerSchema) || errors.Is(err, errMissing) || errors.Is(err, schema.ErrColumnType) || errors.Is(err, schema.ErrNoCitus) ||
-		pgwrite.Classify(err) == pgwrite.Config
 }
 
 func (c *client) explain(err error) error {
@@ -179,14 +181,9 @@ func (c *client) setWaiting(err error) { c.waitErr.Store(&err) }
 // logs only when the reason changes.
 func (c *client) waitReady(ctx context.Context) {
 	defer c.wg.Done()
-	delay := time.Second
+	retry := flush.Backoff(time.Second, 30*time.Second)
 	var last string
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
+	for flush.Sleep(ctx, retry.NextBackOff()) {
 		attemptCtx, cancel := context.WithTimeout(ctx, startAttempt)
 		err := c.prepare(attemptCtx)
 		cancel()
@@ -200,18 +197,15 @@ func (c *client) waitReady(ctx context.Context) {
 		c.setWaiting(err)
 		if msg := err.Error(); msg != last {
 			last = msg
-			if fatal(err) {
+			if pgwrite.Classify(err) == pgwrite.Config {
 				c.logger.Error("PostgreSQL refuses this exporter; fix the configuration, retrying meanwhile",
 					zap.String("target", c.target), zap.Error(c.explain(err)))
 			} else {
 				c.logger.Warn("still waiting for PostgreSQL", zap.String("target", c.target), zap.Error(err))
 			}
 		}
-		delay = min(delay*2, 30*time.Second)
 	}
 }
-
-var errMissing = errors.New("schema is missing tables or columns")
 
 // prepare migrates (create_schema) or checks the schema, then marks the
 // client ready.
@@ -275,7 +269,7 @@ func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 			// The README's DDL does not know this configuration's columns.
 			hint += "; the promoted columns are added by: " + schema.AddColumnsSQL(c.cfg.Schema, promoted)
 		}
-		return fmt.Errorf("%w in schema %q: %v (create_schema is false: %s)", errMissing, c.cfg.Schema, missing, hint)
+		return fmt.Errorf("%w in schema %q: %v (create_schema is false: %s)", schema.ErrMissing, c.cfg.Schema, missing, hint)
 	}
 	wrong, err := schema.WrongTypes(ctx, conn, c.cfg.Schema, promoted)
 	if err != nil {
@@ -291,14 +285,14 @@ func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	case v > schema.Latest():
 		return fmt.Errorf("%w: %q is at version %d, this binary knows up to %d; upgrade the collector", schema.ErrNewerSchema, c.cfg.Schema, v, schema.Latest())
 	case v < schema.Latest():
-		return fmt.Errorf("%w: %q is at version %d, this binary needs %d: run it once with create_schema: true (as the schema owner)", errMissing, c.cfg.Schema, v, schema.Latest())
+		return fmt.Errorf("%w: %q is at version %d, this binary needs %d: run it once with create_schema: true (as the schema owner)", schema.ErrMissing, c.cfg.Schema, v, schema.Latest())
 	}
 	return nil
 }
 
-func tableColumns(l *rows.Layout) map[string][]string {
-	out := make(map[string][]string, len(rows.Tables)+2)
-	for i := range rows.Tables {
+func tableColumns(l *tables.Layout) map[string][]string {
+	out := make(map[string][]string, len(tables.Tables)+2)
+	for i := range tables.Tables {
 		t := l.Table(i)
 		out[t.Name] = t.Columns
 	}
@@ -394,7 +388,7 @@ func (c *client) writeBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledge
 
 // writeEntries writes stream entries straight into COPY (pgwrite.WriteEntries)
 // and records the outcome.
-func (c *client) writeEntries(ctx context.Context, s *rows.Entries, l *pgwrite.Ledger) error {
+func (c *client) writeEntries(ctx context.Context, s *entry.Entries, l *pgwrite.Ledger) error {
 	return c.write(ctx, s, func(w *pgwrite.Writer) ([]pgwrite.TableResult, error) {
 		return w.WriteEntries(ctx, s, l)
 	})
@@ -402,7 +396,7 @@ func (c *client) writeEntries(ctx context.Context, s *rows.Entries, l *pgwrite.L
 
 // rowSet is what a write holds, a Batch or Entries, as telemetry sees it.
 type rowSet interface {
-	Layout() *rows.Layout
+	Layout() *tables.Layout
 	Rows(i int) int
 	TotalRows() int
 }
@@ -424,21 +418,13 @@ func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer)
 		}
 	}
 	res, err := do(w)
-	outcome := "written"
-	switch {
-	case errors.Is(err, pgwrite.ErrAlreadyCommitted):
-		outcome = "duplicate"
-	case errors.Is(err, rows.ErrEntry):
-		outcome = "damaged"
-	case err != nil:
-		outcome = pgwrite.Classify(err).String()
-	}
+	outcome := pgwrite.Outcome(err)
 	c.tel.PostgrescopyCopyDuration.Record(ctx, time.Since(begin).Seconds(),
 		metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", outcome))))
 	c.tel.PostgrescopyBatches.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String("outcome", outcome))))
 	if err != nil {
 		if outcome != "duplicate" {
-			for i, t := range rows.Tables {
+			for i, t := range tables.Tables {
 				if n := set.Rows(i); n > 0 {
 					c.tel.PostgrescopyRows.Add(ctx, int64(n), metric.WithAttributes(
 						attribute.String("table", t.Name), attribute.String("outcome", "failed")))
@@ -468,18 +454,18 @@ func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer)
 // otherLayout is the layout of entries whose columns are not this replica's,
 // with a writer for it.
 type otherLayout struct {
-	layout *rows.Layout
+	layout *tables.Layout
 	writer *pgwrite.Writer
 }
 
 // otherLayout returns the layout an entry descriptor describes, parsed once.
-func (c *client) otherLayout(desc []byte) (*rows.Layout, error) {
+func (c *client) otherLayout(desc []byte) (*tables.Layout, error) {
 	c.othersMu.Lock()
 	defer c.othersMu.Unlock()
 	if o, ok := c.others[string(desc)]; ok {
 		return o.layout, nil
 	}
-	l, err := rows.ParseLayout(desc)
+	l, err := tables.ParseLayout(desc)
 	if err != nil {
 		return nil, err
 	}
@@ -493,7 +479,7 @@ func (c *client) otherLayout(desc []byte) (*rows.Layout, error) {
 }
 
 // writerFor returns the writer of a layout otherLayout returned.
-func (c *client) writerFor(l *rows.Layout) (*pgwrite.Writer, error) {
+func (c *client) writerFor(l *tables.Layout) (*pgwrite.Writer, error) {
 	c.othersMu.Lock()
 	defer c.othersMu.Unlock()
 	if o, ok := c.others[string(l.Descriptor())]; ok && o.layout == l {
@@ -502,13 +488,53 @@ func (c *client) writerFor(l *rows.Layout) (*pgwrite.Writer, error) {
 	return nil, errors.New("postgrescopy: batch of an unknown layout")
 }
 
-func (c *client) shutdown() {
+// shutdown stops the background loops and the flush workers, lets writes in
+// flight finish until ctx ends (then cancels them), and closes the clients.
+func (c *client) shutdown(ctx context.Context) error {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	c.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("postgrescopy: shutdown: writes in flight cancelled: %w", ctx.Err())
+	}
+	if c.stopWrites != nil {
+		// A cancelled write returns at once (pgx closes its connection).
+		c.stopWrites()
+	}
+	<-done
 	c.stopRedis()
 	if c.pool != nil {
 		c.pool.Close()
 	}
+	return err
+}
+
+// flushWriter is the client as the flush workers see it.
+type flushWriter struct{ c *client }
+
+func (w flushWriter) Ready() bool            { return w.c.ready.Load() }
+func (w flushWriter) InFlight() int          { return int(w.c.writing.Load()) }
+func (w flushWriter) Layout() *tables.Layout { return w.c.layout }
+func (w flushWriter) OtherLayout(desc []byte) (*tables.Layout, error) {
+	return w.c.otherLayout(desc)
+}
+
+func (w flushWriter) Committed(ctx context.Context, stream string, keys []string) (map[string]bool, error) {
+	return w.c.writer.Committed(ctx, stream, keys)
+}
+
+func (w flushWriter) WriteEntries(ctx context.Context, s *entry.Entries, l *pgwrite.Ledger) error {
+	return w.c.writeEntries(ctx, s, l)
+}
+
+func (w flushWriter) WriteBatch(ctx context.Context, b *rows.Batch, l *pgwrite.Ledger) error {
+	return w.c.writeBatch(ctx, b, l)
 }

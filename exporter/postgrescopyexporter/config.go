@@ -57,8 +57,9 @@ type Config struct {
 	// statements outliving a transaction).
 	QueryExecMode string `mapstructure:"query_exec_mode"`
 	// max_conns caps the connection pool shared by the traces, metrics and
-	// logs pipelines of this exporter. Default 0: sending_queue's
-	// num_consumers × 3 signals, at least 4.
+	// logs pipelines of this exporter. Default: sending_queue's num_consumers
+	// × 3 signals, at least 4 (6 with the default queue), computed from the
+	// queue the configuration ends up with; 0 computes it at start too.
 	MaxConns int32 `mapstructure:"max_conns"`
 	// distribution is "" (one PostgreSQL) or "citus": at start, after the
 	// migrations, the tables are distributed on the Citus coordinator named by
@@ -116,7 +117,20 @@ func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 	if cfg.QueueConfig.HasValue() {
 		fitBatchToQueue(cfg.QueueConfig.Get(), conf.IsSet("sending_queue::batch::min_size"), conf.IsSet("sending_queue::batch::max_size"))
 	}
+	if !conf.IsSet("max_conns") {
+		cfg.MaxConns = defaultMaxConns(cfg.QueueConfig)
+	}
 	return nil
+}
+
+// defaultMaxConns is max_conns's default for a sending queue: a connection
+// for each consumer of each of the three signals, at least 4.
+func defaultMaxConns(q configoptional.Optional[exporterhelper.QueueBatchConfig]) int32 {
+	n := int32(4)
+	if q.HasValue() {
+		n = max(n, int32(q.Get().NumConsumers)*3)
+	}
+	return n
 }
 
 // fitBatchToQueue lowers the batch sizes the user did not set when the queue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Defaults and bounds of the limits section. 64 KiB keeps whole what
@@ -44,11 +45,11 @@ func (l *LimitsConfig) Validate() error {
 	var errs error
 	row := l.rows().MaxRow
 	if l.MaxRowBytes != 0 && (l.MaxRowBytes < minMaxRowBytes || l.MaxRowBytes > maxMaxRowBytes) {
-		errs = errors.Join(errs, fmt.Errorf(`"limits::max_row_bytes" must be 0 (default %d) or %d to %d, got %d`,
+		errs = errors.Join(errs, fmt.Errorf(`"max_row_bytes" must be 0 (default %d) or %d to %d, got %d`,
 			defaultMaxRowBytes, minMaxRowBytes, maxMaxRowBytes, l.MaxRowBytes))
 	}
 	if l.MaxValueBytes != 0 && (l.MaxValueBytes < minMaxValueBytes || l.MaxValueBytes > row) {
-		errs = errors.Join(errs, fmt.Errorf(`"limits::max_value_bytes" must be 0 (default %d) or %d to max_row_bytes (%d), got %d`,
+		errs = errors.Join(errs, fmt.Errorf(`"max_value_bytes" must be 0 (default %d) or %d to max_row_bytes (%d), got %d`,
 			defaultMaxValueBytes, minMaxValueBytes, row, l.MaxValueBytes))
 	}
 	return errs
@@ -68,7 +69,7 @@ func (l LimitsConfig) rows() rows.Limits {
 }
 
 // newBatch returns an empty batch of layout under cfg's limits.
-func (cfg *Config) newBatch(layout *rows.Layout) *rows.Batch {
+func (cfg *Config) newBatch(layout *tables.Layout) *rows.Batch {
 	b := new(rows.Batch)
 	b.SetLayout(layout)
 	b.SetLimits(cfg.Limits.rows())

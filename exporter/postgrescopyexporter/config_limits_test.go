@@ -43,12 +43,12 @@ func TestLimitsConfig(t *testing.T) {
 	assert.Equal(t, rows.Limits{MaxValue: 8192, MaxRow: 262144}, cfg.Limits.rows())
 
 	for name, msg := range map[string]string{
-		"invalid/value_too_small":        `"limits::max_value_bytes" must be 0 (default 65536) or 1024 to max_row_bytes (1048576), got 100`,
-		"invalid/value_over_row":         `"limits::max_value_bytes" must be 0 (default 65536) or 1024 to max_row_bytes (8192), got 10000`,
-		"invalid/value_over_default_row": `"limits::max_value_bytes"`,
-		"invalid/row_too_small":          `"limits::max_row_bytes" must be 0 (default 1048576) or 4096 to 67108864, got 1000`,
-		"invalid/row_too_large":          `"limits::max_row_bytes"`,
-		"invalid/negative":               `"limits::max_value_bytes"`,
+		"invalid/value_too_small":        `limits: "max_value_bytes" must be 0 (default 65536) or 1024 to max_row_bytes (1048576), got 100`,
+		"invalid/value_over_row":         `limits: "max_value_bytes" must be 0 (default 65536) or 1024 to max_row_bytes (8192), got 10000`,
+		"invalid/value_over_default_row": `limits: "max_value_bytes"`,
+		"invalid/row_too_small":          `limits: "max_row_bytes" must be 0 (default 1048576) or 4096 to 67108864, got 1000`,
+		"invalid/row_too_large":          `limits: "max_row_bytes"`,
+		"invalid/negative":               `limits: "max_value_bytes"`,
 		"invalid/unknown_key":            `invalid keys: max_values`,
 	} {
 		t.Run(name, func(t *testing.T) {

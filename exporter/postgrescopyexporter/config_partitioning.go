@@ -31,16 +31,16 @@ func defaultPartitioningConfig() PartitioningConfig {
 func (pc *PartitioningConfig) Validate() error {
 	var errs error
 	if pc.Interval < time.Hour {
-		errs = errors.Join(errs, fmt.Errorf(`"partitioning::interval" must be at least 1h, got %s`, pc.Interval))
+		errs = errors.Join(errs, fmt.Errorf(`"interval" must be at least 1h, got %s`, pc.Interval))
 	}
 	if pc.Premake < 1 || pc.Premake > 366 {
-		errs = errors.Join(errs, fmt.Errorf(`"partitioning::premake" must be in 1..366, got %d`, pc.Premake))
+		errs = errors.Join(errs, fmt.Errorf(`"premake" must be in 1..366, got %d`, pc.Premake))
 	}
 	if pc.Retention != 0 && pc.Retention < pc.Interval {
-		errs = errors.Join(errs, fmt.Errorf(`"partitioning::retention" must be 0 (keep everything) or at least one interval (%s), got %s`, pc.Interval, pc.Retention))
+		errs = errors.Join(errs, fmt.Errorf(`"retention" must be 0 (keep everything) or at least one interval (%s), got %s`, pc.Interval, pc.Retention))
 	}
 	if pc.MaintenanceInterval < time.Minute || pc.MaintenanceInterval > pc.Interval*time.Duration(pc.Premake) {
-		errs = errors.Join(errs, fmt.Errorf(`"partitioning::maintenance_interval" must be between 1m and interval × premake, got %s`, pc.MaintenanceInterval))
+		errs = errors.Join(errs, fmt.Errorf(`"maintenance_interval" must be between 1m and interval × premake, got %s`, pc.MaintenanceInterval))
 	}
 	return errs
 }

@@ -17,8 +17,8 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // TestPricingConfigRefusesMalformedFile: the Collector's validation of the

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Presets of promote_preset.
@@ -40,16 +40,16 @@ type PromoteConfig struct {
 	Remove bool `mapstructure:"remove"`
 }
 
-var scopes = map[string]rows.Scope{"span": rows.ScopeSpan, "log": rows.ScopeLog, "resource": rows.ScopeResource}
+var scopes = map[string]tables.Scope{"span": tables.ScopeSpan, "log": tables.ScopeLog, "resource": tables.ScopeResource}
 
 // promoted parses the section into rows' terms, collecting every problem.
-func (p *PromoteConfig) promoted() (rows.Promoted, error) {
-	out := rows.Promoted{Column: p.Column, Remove: p.Remove}
+func (p *PromoteConfig) promoted() (tables.Promoted, error) {
+	out := tables.Promoted{Column: p.Column, Remove: p.Remove}
 	var errs error
 	if !schema.ValidIdentifier(p.Column) {
 		errs = errors.Join(errs, fmt.Errorf("column %q is not a valid identifier: use letters, digits and _, not starting with a digit, at most 63 bytes", p.Column))
 	}
-	kind, ok := rows.KindOfType(p.Type)
+	kind, ok := tables.KindOfType(p.Type)
 	if !ok {
 		errs = errors.Join(errs, fmt.Errorf("type %q is not one of text, bigint, double precision, boolean, timestamptz", p.Type))
 	}
@@ -78,24 +78,24 @@ func (p *PromoteConfig) promoted() (rows.Promoted, error) {
 		case !ok || key == "":
 			errs = errors.Join(errs, fmt.Errorf(`from %q is not "span:<key>", "log:<key>" or "resource:<key>"`, f))
 			continue
-		case sc == rows.ScopeSpan && !out.Traces:
+		case sc == tables.ScopeSpan && !out.Traces:
 			errs = errors.Join(errs, fmt.Errorf(`from %q reads spans, but "signals" lacks traces`, f))
-		case sc == rows.ScopeLog && !out.Logs:
+		case sc == tables.ScopeLog && !out.Logs:
 			errs = errors.Join(errs, fmt.Errorf(`from %q reads logs, but "signals" lacks logs`, f))
 		}
-		out.From = append(out.From, rows.Source{Scope: sc, Key: key})
+		out.From = append(out.From, tables.Source{Scope: sc, Key: key})
 	}
 	return out, errs
 }
 
 // promotedColumns is the preset's columns, then the promote section's; a
 // promote entry named like a preset column replaces it.
-func (cfg *Config) promotedColumns() ([]rows.Promoted, error) {
-	var out []rows.Promoted
+func (cfg *Config) promotedColumns() ([]tables.Promoted, error) {
+	var out []tables.Promoted
 	var errs error
 	switch cfg.PromotePreset {
 	case presetGenAI:
-		out = rows.GenAI()
+		out = tables.GenAI()
 	case presetNone:
 	default:
 		errs = fmt.Errorf(`"promote_preset" must be %q or %q, got %q`, presetGenAI, presetNone, cfg.PromotePreset)
@@ -108,7 +108,7 @@ func (cfg *Config) promotedColumns() ([]rows.Promoted, error) {
 			errs = errors.Join(errs, fmt.Errorf(`"promote[%d]" (%s): %w`, i, cfg.Promote[i].Column, err))
 			continue
 		}
-		j := slices.IndexFunc(out[:preset], func(q rows.Promoted) bool { return q.Column == p.Column })
+		j := slices.IndexFunc(out[:preset], func(q tables.Promoted) bool { return q.Column == p.Column })
 		if j >= 0 && !replaced[j] {
 			out[j], replaced[j] = p, true
 			continue
@@ -119,12 +119,12 @@ func (cfg *Config) promotedColumns() ([]rows.Promoted, error) {
 }
 
 // layout builds the tables this configuration writes.
-func (cfg *Config) layout() (*rows.Layout, error) {
+func (cfg *Config) layout() (*tables.Layout, error) {
 	cols, err := cfg.promotedColumns()
 	if err != nil {
 		return nil, err
 	}
-	l, err := rows.NewLayout(cols)
+	l, err := tables.NewLayout(cols)
 	if err != nil {
 		return nil, fmt.Errorf(`"promote": %w`, err)
 	}

@@ -91,33 +91,33 @@ func defaultRedisConfig() RedisConfig {
 func (rc *RedisConfig) Validate() error {
 	var errs error
 	if rc.Endpoint == "" {
-		errs = errors.Join(errs, errors.New(`"redis::endpoint" is required when the redis section is present`))
+		errs = errors.Join(errs, errors.New(`"endpoint" is required when the redis section is present`))
 	} else if _, err := rc.options(); err != nil {
 		errs = errors.Join(errs, err)
 	}
 	if rc.KeyPrefix == "" || strings.ContainsAny(rc.KeyPrefix, "{} \t\n") {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::key_prefix" %q must be non-empty without braces or spaces`, rc.KeyPrefix))
+		errs = errors.Join(errs, fmt.Errorf(`"key_prefix" %q must be non-empty without braces or spaces`, rc.KeyPrefix))
 	}
 	if rc.Workers < 1 || rc.Workers > 64 {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::workers" must be in 1..64, got %d`, rc.Workers))
+		errs = errors.Join(errs, fmt.Errorf(`"workers" must be in 1..64, got %d`, rc.Workers))
 	}
 	if rc.Compression != compressionS2 && rc.Compression != compressionNone {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::compression" must be "s2" or "none", got %q`, rc.Compression))
+		errs = errors.Join(errs, fmt.Errorf(`"compression" must be "s2" or "none", got %q`, rc.Compression))
 	}
 	if rc.MaxRows < 1 {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::max_rows" must be positive, got %d`, rc.MaxRows))
+		errs = errors.Join(errs, fmt.Errorf(`"max_rows" must be positive, got %d`, rc.MaxRows))
 	}
 	if rc.MaxBytes < 1 {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::max_bytes" must be positive, got %d`, rc.MaxBytes))
+		errs = errors.Join(errs, fmt.Errorf(`"max_bytes" must be positive, got %d`, rc.MaxBytes))
 	}
 	if rc.MaxWait <= 0 {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::max_wait" must be positive, got %s`, rc.MaxWait))
+		errs = errors.Join(errs, fmt.Errorf(`"max_wait" must be positive, got %s`, rc.MaxWait))
 	}
 	if rc.ClaimAfter < time.Second {
-		errs = errors.Join(errs, fmt.Errorf(`"redis::claim_after" must be at least 1s, got %s`, rc.ClaimAfter))
+		errs = errors.Join(errs, fmt.Errorf(`"claim_after" must be at least 1s, got %s`, rc.ClaimAfter))
 	}
 	if rc.MaxPendingBytes < 0 || rc.MaxPendingEntries < 0 {
-		errs = errors.Join(errs, errors.New(`"redis::max_pending_bytes" and "redis::max_pending_entries" must be 0 (no bound) or positive`))
+		errs = errors.Join(errs, errors.New(`"max_pending_bytes" and "max_pending_entries" must be 0 (no bound) or positive`))
 	}
 	return errs
 }
@@ -139,13 +139,13 @@ func (rc *RedisConfig) options() (*redis.Options, error) {
 		if end < 0 {
 			end = len(rest)
 		}
-		if err := checkUserinfo(`"redis::endpoint" is not a valid redis:// URL`, rest[:end], rest[end:], redisUserinfoByte); err != nil {
+		if err := checkUserinfo(`"endpoint" is not a valid redis:// URL`, rest[:end], rest[end:], redisUserinfoByte); err != nil {
 			return nil, err
 		}
 		u, err := url.Parse(ep)
 		if err != nil {
 			// url.Error quotes the URL and its reason the text it stopped at.
-			return nil, errors.New(`"redis::endpoint" is not a valid redis:// URL: percent-encode reserved characters in the user name and password, or put the password in "redis::password"`)
+			return nil, errors.New(`"endpoint" is not a valid redis:// URL: percent-encode reserved characters in the user name and password, or put the password in "password"`)
 		}
 		if opt, err = redis.ParseURL(ep); err != nil {
 			// Its reasons name the scheme, path or a query setting; the
@@ -154,18 +154,18 @@ func (rc *RedisConfig) options() (*redis.Options, error) {
 			if pw, ok := u.User.Password(); ok && pw != "" {
 				msg = strings.ReplaceAll(msg, pw, "[REDACTED]")
 			}
-			return nil, fmt.Errorf(`"redis::endpoint" is not a valid redis:// URL: %s`, msg)
+			return nil, fmt.Errorf(`"endpoint" is not a valid redis:// URL: %s`, msg)
 		}
 	} else if strings.Contains(ep, "://") {
 		// unix:// and anything else go-redis knows; its errors may quote the URL.
 		var err error
 		if opt, err = redis.ParseURL(ep); err != nil {
-			return nil, errors.New(`"redis::endpoint" must be host:port or a redis://, rediss:// or unix:// URL (with reserved characters of the password percent-encoded)`)
+			return nil, errors.New(`"endpoint" must be host:port or a redis://, rediss:// or unix:// URL (with reserved characters of the password percent-encoded)`)
 		}
 	} else {
 		if _, _, err := net.SplitHostPort(ep); err != nil {
 			// The error quotes the endpoint, which is opaque.
-			return nil, errors.New(`"redis::endpoint" must be host:port or a redis:// URL`)
+			return nil, errors.New(`"endpoint" must be host:port or a redis:// URL`)
 		}
 		opt = &redis.Options{Addr: ep}
 	}

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 func TestConfigStruct(t *testing.T) {
@@ -87,6 +87,7 @@ func TestLoadConfig(t *testing.T) {
 			want: &Config{
 				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 				QueueConfig:   defaultQueue,
+				MaxConns:      6, // the default queue's 2 consumers × 3 signals
 				RetryConfig: configretry.BackOffConfig{
 					Enabled:             true,
 					InitialInterval:     5 * time.Second,
@@ -146,6 +147,7 @@ func TestLoadConfig(t *testing.T) {
 			want: &Config{
 				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 				QueueConfig:   configoptional.None[exporterhelper.QueueBatchConfig](),
+				MaxConns:      4, // no queue: at least 4
 				RetryConfig: func() configretry.BackOffConfig {
 					r := defaultRetryConfig()
 					r.Enabled = false
@@ -169,6 +171,7 @@ func TestLoadConfig(t *testing.T) {
 				c := createDefaultConfig().(*Config)
 				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
 				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4 // Redis is the queue: at least 4
 				rc := defaultRedisConfig()
 				rc.Endpoint = "redis://:pw@127.0.0.1:6379/2"
 				rc.KeyPrefix = "otel-prod"
@@ -189,6 +192,7 @@ func TestLoadConfig(t *testing.T) {
 				c := createDefaultConfig().(*Config)
 				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
 				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4 // Redis is the queue: at least 4
 				rc := defaultRedisConfig()
 				rc.Endpoint = "127.0.0.1:6379"
 				c.Redis = configoptional.Some(rc)
@@ -258,12 +262,13 @@ func TestInvalidConfigs(t *testing.T) {
 		"negative_max_conns":       `"max_conns" must be 0`,
 		"unknown_key":              `invalid keys: batch_rows`,
 		"negative_timeout":         `timeout`,
-		"redis_no_endpoint":        `"redis::endpoint" is required`,
-		"redis_bad_endpoint":       `"redis::endpoint" must be host:port`,
-		"redis_bad_workers":        `"redis::workers" must be in 1..64`,
-		"redis_bad_prefix":         `"redis::key_prefix"`,
-		"redis_bad_compression":    `"redis::compression" must be "s2" or "none", got "zstd"`,
+		"redis_no_endpoint":        `redis: "endpoint" is required`,
+		"redis_bad_endpoint":       `redis: "endpoint" must be host:port`,
+		"redis_bad_workers":        `redis: "workers" must be in 1..64, got 0`,
+		"redis_bad_prefix":         `redis: "key_prefix"`,
+		"redis_bad_compression":    `redis: "compression" must be "s2" or "none", got "zstd"`,
 		"redis_short_ledger":       `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
+		"partitioning_bad_premake": `partitioning: "premake" must be in 1..366, got 0`,
 		"short_ledger":             `"ledger_retention" must be at least 1m`,
 		"redis_early_ack":          `set "sending_queue::enabled: false"`,
 		"small_queue_explicit_min": "`min_size` must be less than or equal to `queue_size`",
@@ -325,14 +330,37 @@ func TestPromoteReplacesPresetColumn(t *testing.T) {
 	cfg.Promote = []PromoteConfig{{Column: "gen_ai_cost_usd", Type: "double precision", From: []string{"span:acme.cost"}}}
 	cols, err := cfg.promotedColumns()
 	require.NoError(t, err)
-	require.Len(t, cols, len(rows.GenAI()), "replaced, not added")
+	require.Len(t, cols, len(tables.GenAI()), "replaced, not added")
 	for _, c := range cols {
 		if c.Column == "gen_ai_cost_usd" {
-			assert.Equal(t, []rows.Source{{Scope: rows.ScopeSpan, Key: "acme.cost"}}, c.From)
+			assert.Equal(t, []tables.Source{{Scope: tables.ScopeSpan, Key: "acme.cost"}}, c.From)
 		}
 	}
 	cfg.PromotePreset = presetNone
 	cols, err = cfg.promotedColumns()
 	require.NoError(t, err)
 	assert.Len(t, cols, 1, "without the preset only the entry remains")
+}
+
+// max_conns shows its real default (print-config prints it): the sending
+// queue's num_consumers × 3 signals, at least 4, from the queue the config
+// ends up with; a value the user wrote is kept.
+func TestMaxConnsDefaultIsConcrete(t *testing.T) {
+	assert.EqualValues(t, 6, createDefaultConfig().(*Config).MaxConns, "2 consumers × 3 signals")
+	for _, tc := range []struct {
+		name string
+		raw  map[string]any
+		want int32
+	}{
+		{"more consumers", map[string]any{"sending_queue": map[string]any{"num_consumers": 20}}, 60},
+		{"redis, no queue", map[string]any{"redis": map[string]any{"endpoint": "127.0.0.1:6379"}}, 4},
+		{"written", map[string]any{"max_conns": 9, "sending_queue": map[string]any{"num_consumers": 20}}, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			tc.raw["endpoint"] = "postgres://otel@127.0.0.1/db"
+			require.NoError(t, confmap.NewFromStringMap(tc.raw).Unmarshal(cfg))
+			assert.Equal(t, tc.want, cfg.MaxConns)
+		})
+	}
 }

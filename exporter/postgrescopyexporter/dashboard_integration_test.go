@@ -25,7 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // dashboardColumns is every panel of dashboards/ai-spend.json and the

@@ -13,8 +13,11 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.uber.org/zap"
 
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/sharedcomponent"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 var errNotStarted = errors.New("postgrescopy exporter is not started")
@@ -26,7 +29,7 @@ const directStream = "direct"
 type pgExporter struct {
 	cfg    *Config
 	logger *zap.Logger
-	shared *sharedClient
+	shared *sharedcomponent.Sharer[*client]
 
 	mu      sync.Mutex
 	started bool
@@ -35,7 +38,7 @@ type pgExporter struct {
 	// entry buffer per queue consumer or, in Redis mode, per core.
 	batches   warm[*rows.Batch]
 	entryBufs warm[[]byte]
-	layout    *rows.Layout
+	layout    *tables.Layout
 }
 
 func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
@@ -53,7 +56,7 @@ func newExporter(cfg *Config, set exporter.Settings) (*pgExporter, error) {
 		keep = max(keep, runtime.GOMAXPROCS(0))
 	}
 	e := &pgExporter{cfg: cfg, logger: set.Logger, shared: s, batches: make(warm[*rows.Batch], keep),
-		entryBufs: make(warm[[]byte], keep), layout: s.c.layout}
+		entryBufs: make(warm[[]byte], keep), layout: s.Unwrap().layout}
 	return e, nil
 }
 
@@ -93,29 +96,26 @@ func (e *pgExporter) getBatch() *rows.Batch {
 	return e.cfg.newBatch(e.layout)
 }
 
-func (e *pgExporter) start(ctx context.Context, _ component.Host) error {
+func (e *pgExporter) start(ctx context.Context, host component.Host) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.started {
 		return nil
 	}
-	if err := e.shared.start(ctx); err != nil {
-		e.shared.forget()
+	if err := e.shared.Start(ctx, host); err != nil {
 		return err
 	}
 	e.started = true
 	return nil
 }
 
-func (e *pgExporter) shutdown(context.Context) error {
+// shutdown releases this signal's share of the client; the last one stops it,
+// within ctx.
+func (e *pgExporter) shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.started {
-		return nil
-	}
 	e.started = false
-	e.shared.release()
-	return nil
+	return e.shared.Shutdown(ctx)
 }
 
 // pusher is the exporterhelper consume function of one signal: it writes a
@@ -169,11 +169,11 @@ func enqueuePart[T any](ctx context.Context, e *pgExporter, c *signalCodec[T], p
 	buf, _ := e.entryBufs.get()
 	defer func() { e.entryBufs.put(buf) }()
 	var err error
-	buf, err = b.AppendEntry(buf[:0], e.cfg.Redis.Get().Compression == compressionS2)
+	buf, err = entry.Append(buf[:0], b, e.cfg.Redis.Get().Compression == compressionS2)
 	if err != nil {
 		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.signal, err))
 	}
-	return e.shared.c.enqueue(ctx, c.signal, p.key, buf, items)
+	return e.shared.Unwrap().enqueue(ctx, c.signal, p.key, buf, items)
 }
 
 func (e *pgExporter) isStarted() bool {
@@ -205,14 +205,14 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 		for i, p := range parts {
 			keys[i] = p.key
 		}
-		err := e.shared.c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
+		err := e.shared.Unwrap().writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
 			return e.writeFailed(err, b.TotalRows())
 		}
-		done, err := e.shared.c.writer.Committed(ctx, directStream, keys)
+		done, err := e.shared.Unwrap().writer.Committed(ctx, directStream, keys)
 		if err != nil {
 			return err
 		}
@@ -237,7 +237,8 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 	}
 }
 
-// writeFailed classifies a failed direct write.
+// writeFailed logs a failed direct write by its class and returns it as the
+// exporterhelper must see it (pgwrite.ConsumerError).
 func (e *pgExporter) writeFailed(err error, n int) error {
 	switch pgwrite.Classify(err) {
 	case pgwrite.Data:
@@ -246,14 +247,11 @@ func (e *pgExporter) writeFailed(err error, n int) error {
 		// them too): retrying cannot help.
 		e.logger.Error("PostgreSQL refused the batch's data; dropping it",
 			zap.Int("rows", n), zap.Error(err))
-		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: %w", err))
+		err = fmt.Errorf("postgrescopy: %w", err)
 	case pgwrite.Config:
-		// Kept retryable: an operator can fix a privilege or a table while
-		// retry_on_failure holds the batch. The error carries the fix.
-		err = e.shared.c.explain(err)
+		// The error carries the fix.
+		err = e.shared.Unwrap().explain(err)
 		e.logger.Error("PostgreSQL refused the write; fix the configuration", zap.Error(err))
-		return err
-	default:
-		return err
 	}
+	return pgwrite.ConsumerError(err)
 }

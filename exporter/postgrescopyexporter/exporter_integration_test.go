@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // testConfig is a direct-write config (no queue, so pushes are synchronous)
@@ -66,9 +66,7 @@ func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
 	require.NoError(t, me.Start(ctx, host))
 	require.NoError(t, le.Start(ctx, host))
 
-	sharedMu.Lock()
-	require.Len(t, shared, 1, "the three signals must share one client")
-	sharedMu.Unlock()
+	require.Equal(t, 1, clients.Len(), "the three signals must share one client")
 
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
@@ -111,7 +109,5 @@ func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"spans": 4, "metrics_gauge": 1, "logs": 1}, written)
 
-	sharedMu.Lock()
-	require.Empty(t, shared, "the shared client is released after the last shutdown")
-	sharedMu.Unlock()
+	require.Zero(t, clients.Len(), "the shared client is released after the last shutdown")
 }

@@ -26,9 +26,11 @@ func NewFactory() exporter.Factory {
 }
 
 func createDefaultConfig() component.Config {
+	queue := metadata.NewDefaultSendingQueueConfig()
 	return &Config{
 		TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
-		QueueConfig:     metadata.NewDefaultSendingQueueConfig(),
+		QueueConfig:     queue,
+		MaxConns:        defaultMaxConns(queue),
 		RetryConfig:     defaultRetryConfig(),
 		Schema:          "otel",
 		CreateSchema:    true,

@@ -26,7 +26,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // hostileDir holds the corpus: OTLP JSON requests whose items each carry

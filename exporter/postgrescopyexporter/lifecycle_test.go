@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 func observedSettings() (exporter.Settings, *observer.ObservedLogs) {
@@ -37,7 +37,7 @@ func TestPushBeforeStartIsAnError(t *testing.T) {
 	cfg, _ := testConfig(t)
 	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 	require.NoError(t, err)
-	t.Cleanup(func() { e.shared.forget() })
+	t.Cleanup(func() { _ = e.shared.Shutdown(context.Background()) })
 	require.ErrorIs(t, pusher(e, tracesCodec)(context.Background(), newRequest(tracesCodec, makeTraces(1, "s"))), errNotStarted)
 	require.NoError(t, e.shutdown(context.Background()), "shutdown without start is safe")
 }

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // quarantineRow is one row of the quarantine table.
@@ -47,7 +47,7 @@ func readQuarantine(t *testing.T, schemaName string) map[string]quarantineRow {
 // compressed table: index, codec, rows, size, block length, checksum, block.
 func s2Block(t *testing.T, e []byte) int {
 	t.Helper()
-	desc, err := rows.EntryDescriptor(e)
+	desc, err := entry.Descriptor(e)
 	require.NoError(t, err)
 	r := e[binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(desc)))+len(desc):]
 	require.EqualValues(t, 1, r[1], "compressed")
@@ -78,7 +78,7 @@ func TestRedisDamagedEntryIsQuarantined(t *testing.T) {
 	const per = 5
 	damaged := map[string][]byte{} // stream id -> payload
 	add := func(e []byte) string {
-		id, err := s.AddFormat(ctx, rows.EntryFormat, e, per)
+		id, err := s.AddEntry(ctx, "", entry.Format, e, per)
 		require.NoError(t, err)
 		return id
 	}
@@ -119,7 +119,7 @@ func TestRedisDamagedEntryIsQuarantined(t *testing.T) {
 		r, ok := got[id]
 		require.True(t, ok, "entry %s is quarantined", id)
 		assert.Equal(t, keys.Stream, r.stream)
-		assert.Equal(t, rows.EntryFormat, r.format)
+		assert.Equal(t, entry.Format, r.format)
 		assert.Equal(t, payload, r.payload, "entry %s: its bytes, intact", id)
 		assert.Contains(t, r.reason, "malformed entry")
 		assert.True(t, r.inLedger, "entry %s: its ledger key %q is committed with it", id, r.key)

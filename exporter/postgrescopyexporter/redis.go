@@ -17,7 +17,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/flush"
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 )
 
 // statsEvery is how often the backlog gauges are refreshed and the epoch
@@ -111,22 +113,27 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 	rs.reg = reg
 	c.redis = rs
 	bounds := coord.Bounds{MaxBytes: rc.MaxPendingBytes, MaxEntries: rc.MaxPendingEntries}
-	for _, sig := range signals {
-		keys := coord.KeysFor(rc.KeyPrefix, sig.name)
-		rs.adders[sig.name] = coord.NewStream(rs.rdb, keys, bounds, rs.consumer)
+	fc := flush.Config{
+		MaxRows: rc.MaxRows, MaxBytes: rc.MaxBytes, MaxWait: rc.MaxWait, ClaimAfter: rc.ClaimAfter,
+		Timeout: c.cfg.TimeoutConfig.Timeout, Quarantine: c.cfg.Schema + "." + pgwrite.QuarantineTable,
+		NewBatch: c.cfg.newBatch,
+	}
+	for _, sig := range signalNames {
+		keys := coord.KeysFor(rc.KeyPrefix, sig)
+		rs.adders[sig] = coord.NewStream(rs.rdb, keys, bounds, rs.consumer)
+		tel := flush.Telemetry{
+			Claimed: c.tel.PostgrescopyClaimedEntries, LedgerHits: c.tel.PostgrescopyLedgerHits,
+			Undecodable: c.tel.PostgrescopyUndecodableEntries, BatchRows: c.tel.PostgrescopyBatchRows,
+			Attrs: metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", sig))),
+		}
 		for w := 0; w < rc.Workers; w++ {
-			f := &flusher{
-				c:      c,
-				rs:     rs,
-				sig:    sig,
-				batch:  c.cfg.newBatch(c.layout),
-				stream: coord.NewStream(rs.rdb, keys, bounds, fmt.Sprintf("%s-%s-%d", rs.consumer, sig.name, w)),
-				rc:     rc,
-				logger: c.logger.With(zap.String("signal", sig.name), zap.Int("worker", w)),
-				attrs:  metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", sig.name))),
-			}
+			s := &workerStream{Stream: coord.NewStream(rs.rdb, keys, bounds, fmt.Sprintf("%s-%s-%d", rs.consumer, sig, w)), c: c, sig: sig}
+			f := flush.New(fc, s, flushWriter{c}, tel, c.logger.With(zap.String("signal", sig), zap.Int("worker", w)), c.writes)
 			c.wg.Add(1)
-			go f.run(bg)
+			go func() {
+				defer c.wg.Done()
+				f.Run(bg)
+			}()
 		}
 	}
 	c.wg.Add(1)
@@ -134,6 +141,21 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 	c.logger.Info("coordinating through Redis", zap.String("redis", rs.addr),
 		zap.String("key_prefix", rc.KeyPrefix), zap.String("consumer", rs.consumer), zap.Int("workers_per_signal", rc.Workers))
 	return nil
+}
+
+// signalNames are the signals with a stream each.
+var signalNames = []string{"traces", "metrics", "logs"}
+
+// workerStream is a flush worker's stream: Ensure checks the epoch it returns
+// against the one last seen, to report a Redis that lost the stream.
+type workerStream struct {
+	*coord.Stream
+	c   *client
+	sig string
+}
+
+func (s *workerStream) Ensure(ctx context.Context) error {
+	return s.c.redis.ensure(ctx, s.c, s.sig, s.Stream)
 }
 
 func (rs *redisSide) observe(yield func(signal string, entries, pending, bytes int64)) {
@@ -244,7 +266,7 @@ func (c *client) maintainRedis(ctx context.Context) {
 func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte, items int) error {
 	rs := c.redis
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", signal)))
-	_, err := rs.adders[signal].AddEntry(ctx, key, rows.EntryFormat, payload, items)
+	_, err := rs.adders[signal].AddEntry(ctx, key, entry.Format, payload, items)
 	if errors.Is(err, coord.ErrBackpressure) {
 		c.tel.PostgrescopyBackpressure.Add(ctx, 1, attrs)
 		return exporterhelper.NewThrottleRetry(err, backpressureDelay)

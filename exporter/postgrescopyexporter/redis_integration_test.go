@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -24,14 +23,17 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/coord"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 func redisAddr() string {
@@ -53,8 +55,8 @@ func testRedis(t *testing.T) (*redis.Client, string) {
 	_, _ = rand.Read(b[:])
 	prefix := "pgct-" + hex.EncodeToString(b[:])
 	t.Cleanup(func() {
-		for _, sig := range signals {
-			k := coord.KeysFor(prefix, sig.name)
+		for _, sig := range signalNames {
+			k := coord.KeysFor(prefix, sig)
 			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Epoch)
 		}
 		rdb.Close()
@@ -208,9 +210,12 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	require.NoError(t, dead.EnsureGroup(ctx))
 	const perReq = 7
 	for r := 0; r < 10; r++ {
-		payload, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(uniqueTraces(r, perReq))
+		var b rows.Batch
+		b.SetLayout(tables.DefaultLayout())
+		b.AddTraces(uniqueTraces(r, perReq))
+		payload, err := entry.Append(nil, &b, false)
 		require.NoError(t, err)
-		_, err = dead.AddEntry(ctx, fmt.Sprintf("request-%d", r), "", payload, perReq)
+		_, err = dead.AddEntry(ctx, fmt.Sprintf("request-%d", r), entry.Format, payload, perReq)
 		require.NoError(t, err)
 	}
 	entries, err := dead.ReadNew(ctx, 100, 100*time.Millisecond)
@@ -222,7 +227,7 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 	var b rows.Batch
 	var ids []string
 	for _, e := range entries[:6] {
-		require.NoError(t, signals[0].decode(e.Data, &b))
+		require.NoError(t, entry.AddTo(&b, e.Data))
 		ids = append(ids, e.Key)
 	}
 	_, err = pgwrite.NewWriter(pool, schemaName).WriteLedgered(ctx, &b, &pgwrite.Ledger{Stream: keys.Stream, IDs: ids})
@@ -339,4 +344,50 @@ func TestRedisBoundedWhilePostgresIsDownThenDrains(t *testing.T) {
 	used, err = rdb.Get(context.Background(), coord.KeysFor(prefix, "traces").Bytes).Int64()
 	require.NoError(t, err)
 	assert.Zero(t, used, "the byte counter returns to zero once drained")
+}
+
+// Shutdown honours its context: a flush write blocked in PostgreSQL (here on
+// a lock) is cancelled when the Collector's shutdown deadline passes, rather
+// than outliving it; its entry stays pending for another replica.
+func TestRedisShutdownCancelsWritesAtItsDeadline(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	rdb, prefix := testRedis(t)
+	cfg = withRedis(cfg, prefix, "shutdown")
+	cfg.TimeoutConfig.Timeout = time.Minute
+	ctx := context.Background()
+	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
+
+	pool := pgtest.Pool(t)
+	lock, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, `LOCK TABLE "`+schemaName+`".spans IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	require.NoError(t, te.ConsumeTraces(ctx, uniqueTraces(1, 5)))
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE 'COPY %spans%'`).Scan(&n))
+		return n > 0
+	}, 10*time.Second, 20*time.Millisecond, "the flush write waits on the lock")
+
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() {
+		sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		done <- te.Shutdown(sctx)
+	}()
+	select {
+	case err := <-done:
+		assert.Less(t, time.Since(began), 3*time.Second)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "Shutdown says its deadline passed")
+	case <-time.After(5 * time.Second):
+		_ = lock.Rollback(ctx) // let the write finish, and the test end
+		<-done
+		t.Fatal("Shutdown outlived its deadline by more than 5s: the write in flight was not cancelled")
+	}
+	assert.EqualValues(t, 1, streamLen(t, rdb, prefix), "the entry stays for another replica")
 }

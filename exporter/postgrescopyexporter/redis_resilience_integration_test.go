@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -20,7 +19,9 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/coord"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // startObservedTraces is startTraces with the exporter's logs observed.
@@ -227,12 +228,14 @@ func TestRedisSameKeyAddedTwiceIsWrittenOnce(t *testing.T) {
 	// A resend carries the same bytes and the same key.
 	payloads := map[int][]byte{}
 	for _, req := range []int{1, 2} {
-		p, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(uniqueTraces(req, 10))
+		var b rows.Batch
+		b.AddTraces(uniqueTraces(req, 10))
+		p, err := entry.Append(nil, &b, false)
 		require.NoError(t, err)
 		payloads[req] = p
 	}
 	add := func(req int, key string) {
-		_, err := s.AddEntry(ctx, key, "", payloads[req], 10)
+		_, err := s.AddEntry(ctx, key, entry.Format, payloads[req], 10)
 		require.NoError(t, err)
 	}
 	add(1, "key-one")

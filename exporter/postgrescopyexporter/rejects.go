@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // reportRejects counts the rows PostgreSQL refused in b's last write (the
@@ -18,7 +19,7 @@ func (c *client) reportRejects(ctx context.Context, b *rows.Batch) {
 	if len(rej) == 0 {
 		return
 	}
-	var perTable [len(rows.Tables)]int
+	var perTable [len(tables.Tables)]int
 	for _, r := range rej {
 		perTable[r.Table]++
 	}
@@ -27,7 +28,7 @@ func (c *client) reportRejects(ctx context.Context, b *rows.Batch) {
 		if n == 0 {
 			continue
 		}
-		name := rows.Tables[i].Name
+		name := tables.Tables[i].Name
 		byTable[name] = n
 		c.tel.PostgrescopyRejectedRows.Add(ctx, int64(n), metric.WithAttributes(attribute.String("table", name)))
 	}

@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/postgrescopy/postgrescopy/internal/pglocal"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // secretSpecials are the characters that mean something in a URL or a

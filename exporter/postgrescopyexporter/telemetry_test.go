@@ -1,6 +1,7 @@
 package postgrescopyexporter
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -57,9 +58,9 @@ func TestSharedClientTelemetryHasNoSignal(t *testing.T) {
 	cfg := createDefaultConfig().(*Config)
 	s, err := acquireClient(cfg, set)
 	require.NoError(t, err)
-	defer s.forget()
+	defer func() { _ = s.Shutdown(context.Background()) }()
 
-	s.c.logger.Info("batch written")
+	s.Unwrap().logger.Info("batch written")
 	set.Logger.Info("a line of the traces exporter itself")
 	entries := logs.AllUntimed()
 	require.Len(t, entries, 2)

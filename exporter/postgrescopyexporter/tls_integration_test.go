@@ -23,7 +23,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // TestTLS shares one TLS-only server (hostssl + scram-sha-256) between its

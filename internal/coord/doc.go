@@ -1,5 +1,9 @@
 // Package coord keeps the Redis side of postgrescopy's durable hand-off: one
 // bounded stream per signal, shared by every replica through one consumer
-// group. Redis is the valve and the ledger of what arrived and what was
-// flushed; PostgreSQL stays the system of record.
+// group; entries added under their request's key, read, claimed from dead
+// consumers, acknowledged and deleted (with the byte counter the bound reads)
+// in one script; epochs that tell a Redis that lost its data; what Redis says
+// of its own durability, read at start. Redis is the valve and the ledger of
+// what waits; PostgreSQL stays the system of record. *Stream is what the flush
+// workers (internal/flush) read through their Stream interface.
 package coord

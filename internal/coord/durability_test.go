@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // throwawayRedis starts a redis-server of its own with args (the machine's

@@ -24,7 +24,7 @@ func TestStatsCountsBacklogWithoutGroup(t *testing.T) {
 	var want int64
 	for i := 0; i < 5; i++ {
 		p := payloadOf(1000+i, byte(i))
-		_, err := s.Add(ctx, p, 1)
+		_, err := s.AddEntry(ctx, "k", "f1", p, 1)
 		require.NoError(t, err)
 		want += int64(len(p))
 	}
@@ -69,7 +69,7 @@ func TestEntryKeyIsKept(t *testing.T) {
 	ctx := context.Background()
 	_, err := s.AddEntry(ctx, "0123456789abcdef0123456789abcdef", "f1", payloadOf(10, 1), 1)
 	require.NoError(t, err)
-	_, err = s.Add(ctx, payloadOf(10, 1), 1)
+	_, err = s.AddEntry(ctx, "", "f1", payloadOf(10, 1), 1)
 	require.NoError(t, err)
 	entries, err := s.ReadNew(ctx, 10, 100*time.Millisecond)
 	require.NoError(t, err)
@@ -150,7 +150,7 @@ func startStallProxy(t *testing.T, target string) *stallProxy {
 func TestReadsFailInBoundedTimeOnHalfOpenConnection(t *testing.T) {
 	s, _ := testStream(t, Bounds{})
 	ctx := context.Background()
-	_, err := s.Add(ctx, payloadOf(100, 1), 1)
+	_, err := s.AddEntry(ctx, "k", "f1", payloadOf(100, 1), 1)
 	require.NoError(t, err)
 	p := startStallProxy(t, redisAddr())
 	// One connection per client, established before the stall, so that each

@@ -16,10 +16,10 @@ import (
 
 // Entry field names, kept short: they are repeated in every entry.
 const (
-	fieldData   = "d" // the request; OTLP protobuf unless fieldFormat says otherwise
+	fieldData   = "d" // the request's payload, in fieldFormat
 	fieldItems  = "n" // spans, data points or log records in it
-	fieldFormat = "f" // the payload's format; absent on legacy OTLP entries
-	fieldKey    = "k" // the request's identity, assigned once before the XADD; absent on older entries
+	fieldFormat = "f" // the payload's format (entry.Format)
+	fieldKey    = "k" // the request's identity, assigned once before the XADD
 )
 
 // ErrBackpressure is returned by Add when the stream holds more than its
@@ -91,6 +91,9 @@ func NewStream(rdb redis.UniversalClient, keys Keys, bounds Bounds, consumer str
 // Keys returns the stream's keys.
 func (s *Stream) Keys() Keys { return s.keys }
 
+// Name is the stream's key.
+func (s *Stream) Name() string { return s.keys.Stream }
+
 // EnsureGroup creates the stream and the consumer group when missing.
 func (s *Stream) EnsureGroup(ctx context.Context) error {
 	_, err := s.Ensure(ctx)
@@ -140,23 +143,12 @@ func newEpoch() string {
 	return strconv.FormatInt(time.Now().UnixMilli(), 10) + "-" + hex.EncodeToString(b[:])
 }
 
-// Add appends one request in the legacy format (OTLP protobuf, no format
-// field). It returns the entry id once Redis has it, or ErrBackpressure when
-// the stream is over its bounds.
-func (s *Stream) Add(ctx context.Context, payload []byte, items int) (string, error) {
-	return s.AddFormat(ctx, "", payload, items)
-}
-
-// AddFormat is Add with the payload's format recorded in the entry; an empty
-// format writes a legacy entry.
-func (s *Stream) AddFormat(ctx context.Context, format string, payload []byte, items int) (string, error) {
-	return s.AddEntry(ctx, "", format, payload, items)
-}
-
-// AddEntry is AddFormat with the request's key recorded in the entry: the
-// identity a flush worker's ledger uses, so that a resent XADD (one request,
-// two entries) is written once while distinct requests with identical bytes
-// are two. An empty key writes no key field.
+// AddEntry appends one request's payload, in format, under the request's key:
+// the identity a flush worker's ledger uses, so that a resent XADD (one
+// request, two entries) is written once while distinct requests with
+// identical bytes are two. It returns the entry id once Redis has it, or
+// ErrBackpressure when the stream is over its bounds. An empty key or format
+// writes no such field (tests write damaged entries that way).
 func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byte, items int) (string, error) {
 	if err := s.checkBounds(ctx, int64(len(payload))); err != nil {
 		return "", err
@@ -224,11 +216,16 @@ type Entry struct {
 	// Data is read-only: it shares the memory of the reply's string.
 	Data  []byte
 	Items int
-	// Format is the payload's format; empty for legacy OTLP protobuf entries.
+	// Format is the payload's format (rows.EntryFormat); empty when the entry
+	// has none, which no release writes.
 	Format string
 	// Key is the request's identity given to AddEntry; empty on entries
 	// written without one.
 	Key string
+	// Deleted is true for an entry deleted from the stream after its
+	// delivery (a pending entry with no values): there is nothing to write,
+	// only the acknowledgement.
+	Deleted bool
 	// Redelivered is true when the entry may have been processed before (it
 	// came from a pending list): the ledger must be consulted.
 	Redelivered bool
@@ -237,7 +234,7 @@ type Entry struct {
 func toEntries(msgs []redis.XMessage, redelivered bool) []Entry {
 	out := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
-		e := Entry{ID: m.ID, Redelivered: redelivered}
+		e := Entry{ID: m.ID, Redelivered: redelivered, Deleted: len(m.Values) == 0}
 		if d, ok := m.Values[fieldData].(string); ok && d != "" {
 			// go-redis returns the payload as a string; view it as bytes
 			// instead of copying it (nothing writes to Data).
@@ -298,13 +295,9 @@ func (s *Stream) ReadOwnPending(ctx context.Context, count int64) ([]Entry, erro
 	if len(res) == 0 {
 		return nil, nil
 	}
-	var msgs []redis.XMessage
-	for _, m := range res[0].Messages {
-		// An entry deleted after delivery shows with no values: nothing to do
-		// but acknowledge it, which Claim's caller does through Ack.
-		msgs = append(msgs, m)
-	}
-	return toEntries(msgs, true), nil
+	// An entry deleted after delivery shows with no values: toEntries marks
+	// it Deleted, and the caller only acknowledges it.
+	return toEntries(res[0].Messages, true), nil
 }
 
 // Claim takes over up to count entries that other consumers left pending for

@@ -75,7 +75,9 @@ func BenchmarkAdd(b *testing.B) {
 		add  func(context.Context, *Stream, []byte, int) (string, error)
 	}{
 		{"lua", addLua},
-		{"multi", func(ctx context.Context, s *Stream, p []byte, n int) (string, error) { return s.Add(ctx, p, n) }},
+		{"multi", func(ctx context.Context, s *Stream, p []byte, n int) (string, error) {
+			return s.AddEntry(ctx, "k", "f1", p, n)
+		}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			s, rdb := testStream(b, bounds)

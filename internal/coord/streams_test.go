@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // redisAddr follows the exporter's tests: POSTGRESCOPY_TEST_REDIS or the
@@ -80,35 +80,68 @@ func streamBytes(t *testing.T, s *Stream, rdb *redis.Client) int64 {
 	return n
 }
 
-func TestAddThenReadNewReturnsPayloadItemsAndFormat(t *testing.T) {
+func TestAddThenReadNewReturnsPayloadItemsKeyAndFormat(t *testing.T) {
 	s, rdb := testStream(t, Bounds{})
 	ctx := context.Background()
-	legacy := payloadOf(300<<10, 1)
+	big := payloadOf(300<<10, 1)
 	tagged := payloadOf(5000, 2)
-	idLegacy, err := s.Add(ctx, legacy, 17)
+	idBig, err := s.AddEntry(ctx, "key-1", "copy1", big, 17)
 	require.NoError(t, err)
-	idTagged, err := s.AddFormat(ctx, "arrow", tagged, 3)
+	idBare, err := s.AddEntry(ctx, "", "", tagged, 3)
 	require.NoError(t, err)
 
 	entries, err := s.ReadNew(ctx, 10, 100*time.Millisecond)
 	require.NoError(t, err)
 	require.Len(t, entries, 2)
-	assert.Equal(t, idLegacy, entries[0].ID)
-	assert.True(t, bytes.Equal(legacy, entries[0].Data), "legacy payload intact")
+	assert.Equal(t, idBig, entries[0].ID)
+	assert.True(t, bytes.Equal(big, entries[0].Data), "payload intact")
 	assert.Equal(t, 17, entries[0].Items)
-	assert.Empty(t, entries[0].Format)
+	assert.Equal(t, "copy1", entries[0].Format)
+	assert.Equal(t, "key-1", entries[0].Key)
 	assert.False(t, entries[0].Redelivered)
-	assert.Equal(t, idTagged, entries[1].ID)
-	assert.True(t, bytes.Equal(tagged, entries[1].Data), "tagged payload intact")
+	assert.False(t, entries[0].Deleted)
+	assert.Equal(t, idBare, entries[1].ID)
+	assert.True(t, bytes.Equal(tagged, entries[1].Data), "payload intact")
 	assert.Equal(t, 3, entries[1].Items)
-	assert.Equal(t, "arrow", entries[1].Format)
+	assert.Empty(t, entries[1].Format)
+	assert.Empty(t, entries[1].Key)
 
-	// Legacy entries keep their old layout: readers that predate the
-	// format field see nothing new.
-	msgs, err := rdb.XRange(ctx, s.Keys().Stream, idLegacy, idLegacy).Result()
+	// An empty key or format writes no field at all.
+	msgs, err := rdb.XRange(ctx, s.Keys().Stream, idBare, idBare).Result()
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.NotContains(t, msgs[0].Values, fieldFormat)
+	assert.NotContains(t, msgs[0].Values, fieldKey)
+}
+
+// An entry deleted after its delivery (XDEL, MAXLEN) is still pending on its
+// consumer; re-read, it is marked Deleted, with no data, so that its reader
+// only acknowledges it.
+func TestReadOwnPendingMarksDeletedEntries(t *testing.T) {
+	s, rdb := testStream(t, Bounds{})
+	ctx := context.Background()
+	kept, err := s.AddEntry(ctx, "k1", "f1", payloadOf(100, 1), 1)
+	require.NoError(t, err)
+	gone, err := s.AddEntry(ctx, "k2", "f1", payloadOf(100, 2), 1)
+	require.NoError(t, err)
+	_, err = s.ReadNew(ctx, 10, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, rdb.XDel(ctx, s.Keys().Stream, gone).Err())
+
+	entries, err := s.ReadOwnPending(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	assert.Equal(t, kept, entries[0].ID)
+	assert.False(t, entries[0].Deleted)
+	assert.True(t, entries[0].Redelivered)
+	assert.Equal(t, gone, entries[1].ID)
+	assert.True(t, entries[1].Deleted)
+	assert.Empty(t, entries[1].Data)
+
+	require.NoError(t, s.Ack(ctx, entries))
+	pending, err := rdb.XPending(ctx, s.Keys().Stream, s.Keys().Group).Result()
+	require.NoError(t, err)
+	assert.Zero(t, pending.Count)
 }
 
 func TestBytesCounterIsExactAndReturnsToZeroAfterAck(t *testing.T) {
@@ -121,7 +154,7 @@ func TestBytesCounterIsExactAndReturnsToZeroAfterAck(t *testing.T) {
 		if i%2 == 1 {
 			format = "f1"
 		}
-		_, err := s.AddFormat(ctx, format, p, i)
+		_, err := s.AddEntry(ctx, "k", format, p, i)
 		require.NoError(t, err)
 		want += int64(len(p))
 	}
@@ -149,9 +182,9 @@ func TestMaxBytesRefusesOnceOver(t *testing.T) {
 	// Larger than the bound, but the stream is empty: it must enter, or it
 	// could never be written.
 	big := payloadOf(25_000, 1)
-	_, err := s.Add(ctx, big, 1)
+	_, err := s.AddEntry(ctx, "k", "f1", big, 1)
 	require.NoError(t, err)
-	_, err = s.Add(ctx, payloadOf(1, 2), 1)
+	_, err = s.AddEntry(ctx, "k", "f1", payloadOf(1, 2), 1)
 	require.ErrorIs(t, err, ErrBackpressure)
 	assert.Contains(t, err.Error(), "max_pending_bytes")
 	assert.EqualValues(t, len(big), counter(t, s, rdb), "a refused entry is not counted")
@@ -162,10 +195,10 @@ func TestMaxBytesRefusesOnceOver(t *testing.T) {
 
 	// Fill up to the bound exactly, then one byte more is refused.
 	for i := 0; i < 4; i++ {
-		_, err := s.Add(ctx, payloadOf(2500, byte(i)), 1)
+		_, err := s.AddEntry(ctx, "k", "f1", payloadOf(2500, byte(i)), 1)
 		require.NoError(t, err)
 	}
-	_, err = s.AddFormat(ctx, "x", payloadOf(1, 9), 1)
+	_, err = s.AddEntry(ctx, "k", "x", payloadOf(1, 9), 1)
 	require.ErrorIs(t, err, ErrBackpressure)
 	assert.EqualValues(t, 10_000, counter(t, s, rdb))
 	assert.EqualValues(t, 10_000, streamBytes(t, s, rdb))
@@ -175,10 +208,10 @@ func TestMaxEntriesRefuses(t *testing.T) {
 	s, rdb := testStream(t, Bounds{MaxEntries: 3})
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
-		_, err := s.Add(ctx, payloadOf(100, byte(i)), 1)
+		_, err := s.AddEntry(ctx, "k", "f1", payloadOf(100, byte(i)), 1)
 		require.NoError(t, err)
 	}
-	_, err := s.Add(ctx, payloadOf(100, 9), 1)
+	_, err := s.AddEntry(ctx, "k", "f1", payloadOf(100, 9), 1)
 	require.ErrorIs(t, err, ErrBackpressure)
 	assert.Contains(t, err.Error(), "max_pending_entries")
 	n, err := rdb.XLen(ctx, s.Keys().Stream).Result()
@@ -196,7 +229,7 @@ func TestConcurrentAddsKeepBytesCounterExact(t *testing.T) {
 	for g := 0; g < producers; g++ {
 		wg.Go(func() {
 			for i := 0; i < adds; i++ {
-				if _, err := s.Add(ctx, payloadOf(100+g*1000+i*37, byte(g)), 1); err != nil {
+				if _, err := s.AddEntry(ctx, "k", "f1", payloadOf(100+g*1000+i*37, byte(g)), 1); err != nil {
 					errs <- err
 					return
 				}
@@ -226,7 +259,7 @@ func TestConcurrentAddsAndAcksKeepBytesCounterExact(t *testing.T) {
 	for g := 0; g < producers; g++ {
 		wg.Go(func() {
 			for i := 0; i < adds; i++ {
-				if _, err := s.Add(ctx, payloadOf(100+g*1000+i*37, byte(g)), 1); err != nil {
+				if _, err := s.AddEntry(ctx, "k", "f1", payloadOf(100+g*1000+i*37, byte(g)), 1); err != nil {
 					errs <- err
 					return
 				}
@@ -273,7 +306,7 @@ func TestBoundsAreSoftByAtMostOneEntryPerProducer(t *testing.T) {
 	for g := 0; g < producers; g++ {
 		wg.Go(func() {
 			for i := 0; ; i++ {
-				_, err := s.Add(ctx, payloadOf(64, byte(g)), 1)
+				_, err := s.AddEntry(ctx, "k", "f1", payloadOf(64, byte(g)), 1)
 				if errors.Is(err, ErrBackpressure) {
 					return
 				}

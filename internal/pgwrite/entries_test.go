@@ -7,16 +7,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // entry encodes one request's rows as a compressed stream entry.
-func entry(t *testing.T, add func(*rows.Batch)) []byte {
+func ent(t *testing.T, add func(*rows.Batch)) []byte {
 	t.Helper()
 	var b rows.Batch
 	add(&b)
-	e, err := b.AppendEntry(nil, true)
+	e, err := entry.Append(nil, &b, true)
 	require.NoError(t, err)
 	return e
 }
@@ -24,7 +26,7 @@ func entry(t *testing.T, add func(*rows.Batch)) []byte {
 // WriteEntries writes what Write writes for the same entries, byte for byte
 // in the tables, with their ledger ids; an id already in the ledger commits
 // nothing; a damaged entry and a refused row each roll everything back, with
-// an error that says which (rows.ErrEntry, Classify Data).
+// an error that says which (entry.ErrMalformed, Classify Data).
 func TestWriteEntries(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
@@ -34,10 +36,10 @@ func TestWriteEntries(t *testing.T) {
 	w.onIsolate = func(IsolationStats) { t.Fatal("WriteEntries never isolates") }
 	count := func(table string) int64 { return pgtest.Count(t, pool, name, table) }
 
-	e1 := entry(t, func(b *rows.Batch) { b.AddTraces(spans(40)); b.AddLogs(logs(7)) })
-	e2 := entry(t, func(b *rows.Batch) { b.AddTraces(spans(25)); b.AddMetrics(histograms(3)) })
-	var s rows.Entries
-	s.Reset(rows.DefaultLayout())
+	e1 := ent(t, func(b *rows.Batch) { b.AddTraces(spans(40)); b.AddLogs(logs(7)) })
+	e2 := ent(t, func(b *rows.Batch) { b.AddTraces(spans(25)); b.AddMetrics(histograms(3)) })
+	var s entry.Entries
+	s.Reset(tables.DefaultLayout())
 	require.NoError(t, s.Add(e1))
 	require.NoError(t, s.Add(e2))
 	res, err := w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"e1", "e2"}})
@@ -48,8 +50,8 @@ func TestWriteEntries(t *testing.T) {
 	// The same rows through a Batch, in another schema, read back equal.
 	other := poisonSchema(t, pool)
 	var b rows.Batch
-	require.NoError(t, b.AddEntry(e1))
-	require.NoError(t, b.AddEntry(e2))
+	require.NoError(t, entry.AddTo(&b, e1))
+	require.NoError(t, entry.AddTo(&b, e2))
 	want, err := NewWriter(pool, other).Write(ctx, &b)
 	require.NoError(t, err)
 	require.Equal(t, want, res, "rows and bytes per table")
@@ -61,7 +63,7 @@ func TestWriteEntries(t *testing.T) {
 	}
 
 	// A ledger id already committed: nothing more is written.
-	s.Reset(rows.DefaultLayout())
+	s.Reset(tables.DefaultLayout())
 	require.NoError(t, s.Add(e1))
 	_, err = w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"e1"}})
 	require.ErrorIs(t, err, ErrAlreadyCommitted)
@@ -70,19 +72,19 @@ func TestWriteEntries(t *testing.T) {
 	// A damaged second entry (a flipped byte at the end of its compressed
 	// spans, its only table) is found while the COPY streams: the first
 	// entry's rows are rolled back.
-	bad := entry(t, func(b *rows.Batch) { b.AddTraces(spans(25)) })
+	bad := ent(t, func(b *rows.Batch) { b.AddTraces(spans(25)) })
 	bad[len(bad)-3] ^= 0x55
-	s.Reset(rows.DefaultLayout())
-	require.NoError(t, s.Add(entry(t, func(b *rows.Batch) { b.AddTraces(spans(10)) })))
+	s.Reset(tables.DefaultLayout())
+	require.NoError(t, s.Add(ent(t, func(b *rows.Batch) { b.AddTraces(spans(10)) })))
 	require.NoError(t, s.Add(bad), "the headers are intact")
 	_, err = w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"x1", "x2"}})
-	require.ErrorIs(t, err, rows.ErrEntry)
+	require.ErrorIs(t, err, entry.ErrMalformed)
 	require.EqualValues(t, 65, count("spans"))
 	require.EqualValues(t, 0, pgtest.Count(t, pool, name, "ledger")-2, "only e1 and e2 are in the ledger")
 
 	// A row PostgreSQL refuses: Data, nothing committed, no rejects.
-	s.Reset(rows.DefaultLayout())
-	require.NoError(t, s.Add(entry(t, func(b *rows.Batch) { b.AddLogs(logs(5, 2)) })))
+	s.Reset(tables.DefaultLayout())
+	require.NoError(t, s.Add(ent(t, func(b *rows.Batch) { b.AddLogs(logs(5, 2)) })))
 	_, err = w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"p1"}})
 	require.Error(t, err)
 	require.Equal(t, Data, Classify(err))

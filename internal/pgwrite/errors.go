@@ -1,27 +1,34 @@
 package pgwrite
 
 import (
-	"context"
 	"errors"
-	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
-// Class says what to do about an error.
+// Class says what to do about an error: the one classification every
+// caller (direct push, flush workers, start, telemetry) uses.
 type Class int
 
 const (
 	// Retryable errors may succeed later: the server is unreachable,
 	// restarting, out of connections, or a lock or serialization conflict.
 	Retryable Class = iota
-	// Data errors are caused by the rows themselves; retrying the same rows
-	// cannot succeed.
+	// Data errors are caused by the rows themselves (or a damaged stream
+	// entry); retrying the same rows cannot succeed: isolate them.
 	Data
 	// Config errors need an operator: wrong credentials, missing database,
-	// missing table or permission.
+	// missing table, column or permission, a schema of another version.
+	// Start refuses them with the fix; a write keeps retrying meanwhile.
 	Config
+	// Permanent errors can never succeed (a request the Collector marked
+	// permanent): drop, counted.
+	Permanent
 )
 
 func (c Class) String() string {
@@ -30,8 +37,10 @@ func (c Class) String() string {
 		return "retryable"
 	case Data:
 		return "data"
-	default:
+	case Config:
 		return "config"
+	default:
+		return "permanent"
 	}
 }
 
@@ -46,7 +55,6 @@ const (
 	stateSerialization     = "40001"
 	stateDeadlock          = "40P01"
 	stateLockNotAvailable  = "55P03"
-	stateQueryCanceled     = "57014"
 	stateInvalidCatalog    = "3D000"
 	stateInvalidSchema     = "3F000"
 	stateUndefinedTable    = "42P01"
@@ -55,10 +63,19 @@ const (
 	stateProgramLimit      = "54000"
 )
 
-// Classify decides whether err is retryable, caused by data, or needs an
-// operator. Errors it does not recognize are retryable, so that nothing is
-// dropped on a surprise; the Collector's retry bounds how long.
+// Classify decides whether err is retryable, caused by data, needs an
+// operator, or is permanent. Errors it does not recognize are retryable, so
+// that nothing is dropped on a surprise; the Collector's retry bounds how long.
 func Classify(err error) Class {
+	switch {
+	case consumererror.IsPermanent(err):
+		return Permanent
+	case errors.Is(err, entry.ErrMalformed):
+		return Data
+	case errors.Is(err, schema.ErrNewerSchema), errors.Is(err, schema.ErrMissing),
+		errors.Is(err, schema.ErrColumnType), errors.Is(err, schema.ErrNoCitus):
+		return Config
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		code := pgErr.Code
@@ -81,6 +98,37 @@ func Classify(err error) Class {
 	return Retryable
 }
 
+// Outcome is a write's outcome as its telemetry's outcome attribute says it:
+// written, duplicate (the ledger has it), damaged (a stream entry), or the
+// error's class.
+func Outcome(err error) string {
+	switch {
+	case err == nil:
+		return "written"
+	case errors.Is(err, ErrAlreadyCommitted):
+		return "duplicate"
+	case errors.Is(err, entry.ErrMalformed):
+		return "damaged"
+	default:
+		return Classify(err).String()
+	}
+}
+
+// ConsumerError is a failed write as the Collector's exporterhelper must see
+// it: data errors that come back after isolation (the rejects table refused
+// the rows too) and permanent ones are consumererror.Permanent, so that the
+// batch is dropped and counted; the rest stay retryable, Config errors too,
+// since an operator can fix a privilege or a table while the queue holds
+// the batch.
+func ConsumerError(err error) error {
+	switch Classify(err) {
+	case Data:
+		return consumererror.NewPermanent(err)
+	default:
+		return err
+	}
+}
+
 // Hint is a sentence telling an operator how to fix a Config error.
 func Hint(err error) string {
 	var pgErr *pgconn.PgError
@@ -98,17 +146,4 @@ func Hint(err error) string {
 		return "the role lacks a privilege: grant it as shown in the README's least-privilege section"
 	}
 	return ""
-}
-
-// IsUnreachable reports whether err means the server could not be reached or
-// dropped the connection (as opposed to answering with an error).
-func IsUnreachable(err error) bool {
-	var netErr net.Error
-	var connErr *pgconn.ConnectError
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return strings.HasPrefix(pgErr.Code, classConnection) || strings.HasPrefix(pgErr.Code, classOperatorIntervene) && pgErr.Code != stateQueryCanceled ||
-			strings.HasPrefix(pgErr.Code, classResources)
-	}
-	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err)
 }

@@ -10,6 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
 // TestClassify covers every class with the SQLSTATEs PostgreSQL raises for
@@ -135,4 +139,33 @@ func TestDescribe(t *testing.T) {
 	require.Contains(t, msg, "not isolated")
 	require.Contains(t, msg, "violates")
 	require.ErrorIs(t, &notIsolated{}, ErrNotIsolated)
+}
+
+// The errors that are not PostgreSQL's get their class from the same
+// function, and Outcome and ConsumerError follow from it.
+func TestClassifyOwnErrors(t *testing.T) {
+	wrapped := func(err error) error { return fmt.Errorf("flush 3 entries of s: %w", err) }
+	for _, tc := range []struct {
+		err       error
+		want      Class
+		outcome   string
+		permanent bool
+	}{
+		{wrapped(entry.ErrMalformed), Data, "damaged", true},
+		{wrapped(schema.ErrNewerSchema), Config, "config", false},
+		{wrapped(schema.ErrMissing), Config, "config", false},
+		{wrapped(schema.ErrColumnType), Config, "config", false},
+		{wrapped(schema.ErrNoCitus), Config, "config", false},
+		{wrapped(consumererror.NewPermanent(errors.New("too large"))), Permanent, "permanent", true},
+		{wrapped(ErrAlreadyCommitted), Retryable, "duplicate", false},
+		{wrapped(&pgconn.PgError{Code: "22P02"}), Data, "data", true},
+		{wrapped(&pgconn.PgError{Code: "42501"}), Config, "config", false},
+		{wrapped(io.ErrUnexpectedEOF), Retryable, "retryable", false},
+	} {
+		require.Equal(t, tc.want, Classify(tc.err), "%v", tc.err)
+		require.Equal(t, tc.outcome, Outcome(tc.err), "%v", tc.err)
+		require.Equal(t, tc.permanent, consumererror.IsPermanent(ConsumerError(tc.err)), "%v", tc.err)
+		require.ErrorIs(t, ConsumerError(tc.err), tc.err)
+	}
+	require.Equal(t, "written", Outcome(nil))
 }

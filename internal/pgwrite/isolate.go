@@ -14,6 +14,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Isolation. COPY is all-or-nothing: one row that PostgreSQL refuses fails
@@ -37,7 +38,7 @@ import (
 // the good rows land exactly once and the refused ones are kept, with the
 // reason, for replay.
 
-// RejectsTable is the table that holds refused rows (002_rejects.sql).
+// RejectsTable is the table that holds refused rows (sql/001_schema.sql).
 const RejectsTable = "rejects"
 
 // RejectsColumns are the rejects table's columns the writer fills;
@@ -85,7 +86,7 @@ type IsolationStats struct {
 
 // rejectsCopySQL is the COPY statement for the rejects table.
 func rejectsCopySQL(schemaName string) string {
-	return CopySQL(schemaName, rows.Table{Name: RejectsTable, Columns: RejectsColumns})
+	return CopySQL(schemaName, tables.Table{Name: RejectsTable, Columns: RejectsColumns})
 }
 
 type spState uint8
@@ -270,7 +271,7 @@ func (s *isolator) encodeRejects(e *pgcopy.Encoder, withJSON bool) io.Reader {
 		e.TextOrNull(detail)
 		var ok bool
 		if withJSON {
-			js, ok = s.w.layout.AppendRowJSON(js[:0], r.Table, tuple)
+			js, ok = rows.AppendLayoutRowJSON(js[:0], s.w.layout, r.Table, tuple)
 		}
 		if ok {
 			e.JSONB(js)

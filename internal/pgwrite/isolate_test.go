@@ -16,9 +16,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // poisonSchema migrates a fresh schema in which rows named "poison" are
@@ -417,7 +418,7 @@ func TestFastPathUnchanged(t *testing.T) {
 	w.onIsolate = func(IsolationStats) { t.Fatal("isolation ran on a clean batch") }
 	res, err := w.Write(ctx, &b)
 	require.NoError(t, err)
-	data, err := b.Data(rows.IdxSpans)
+	data, err := b.Data(tables.IdxSpans)
 	require.NoError(t, err)
 	require.Equal(t, []TableResult{{Table: "spans", Rows: 50, Bytes: len(data)}}, res)
 	require.Empty(t, b.Rejects())

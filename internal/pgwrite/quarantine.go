@@ -10,7 +10,7 @@ import (
 )
 
 // QuarantineTable holds stream entries that cannot be read
-// (005_quarantine.sql).
+// (sql/001_schema.sql).
 const QuarantineTable = "quarantine"
 
 // QuarantineColumns are the quarantine table's columns the writer fills;

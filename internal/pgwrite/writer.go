@@ -11,9 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // TableResult is what one table's COPY wrote.
@@ -28,9 +30,9 @@ type TableResult struct {
 // concurrent use: each Write takes its own connection from the pool.
 type Writer struct {
 	pool            *pgxpool.Pool
-	layout          *rows.Layout
-	copySQL         [len(rows.Tables)]string
-	names           [len(rows.Tables)]string
+	layout          *tables.Layout
+	copySQL         [len(tables.Tables)]string
+	names           [len(tables.Tables)]string
 	ledgerTable     string
 	quarantineTable string
 	rejectsSQL      string
@@ -38,17 +40,17 @@ type Writer struct {
 }
 
 // NewWriter prepares the COPY statements of the built-in tables
-// (rows.DefaultLayout) for schemaName.
+// (tables.DefaultLayout) for schemaName.
 func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
-	return NewLayoutWriter(pool, schemaName, rows.DefaultLayout())
+	return NewLayoutWriter(pool, schemaName, tables.DefaultLayout())
 }
 
 // NewLayoutWriter prepares the COPY statements of layout's tables for
 // schemaName; it writes only batches of that layout.
-func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *rows.Layout) *Writer {
+func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *tables.Layout) *Writer {
 	w := &Writer{pool: pool, layout: layout, ledgerTable: schema.Qualified(schemaName, "ledger"),
 		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName)}
-	for i := range rows.Tables {
+	for i := range tables.Tables {
 		t := layout.Table(i)
 		w.names[i] = t.Name
 		w.copySQL[i] = CopySQL(schemaName, *t)
@@ -61,7 +63,7 @@ func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *rows.Layout)
 var errLayout = errors.New("pgwrite: the batch's layout is not the writer's")
 
 // CopySQL is the COPY statement for table t in schemaName, quoted throughout.
-func CopySQL(schemaName string, t rows.Table) string {
+func CopySQL(schemaName string, t tables.Table) string {
 	quoted := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		quoted[i] = pgx.Identifier{c}.Sanitize()
@@ -94,12 +96,12 @@ func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableRe
 }
 
 // WriteEntries is WriteLedgered for stream entries read straight into COPY
-// (rows.Entries), without building a batch. It does not isolate: when
+// (entry.Entries), without building a batch. It does not isolate: when
 // PostgreSQL refuses a row (Classify says Data) or an entry turns out damaged
-// (the error wraps rows.ErrEntry), nothing is committed, and the caller
+// (the error wraps entry.ErrMalformed), nothing is committed, and the caller
 // writes the entries again through a Batch, whose write finds the row and
-// whose AddEntry finds the entry.
-func (w *Writer) WriteEntries(ctx context.Context, s *rows.Entries, l *Ledger) ([]TableResult, error) {
+// whose entry.AddTo finds the entry.
+func (w *Writer) WriteEntries(ctx context.Context, s *entry.Entries, l *Ledger) ([]TableResult, error) {
 	if s.Layout() != w.layout {
 		return nil, errLayout
 	}
@@ -135,9 +137,10 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 				continue
 			}
 			if _, err := pc.CopyFrom(ctx, r, w.copySQL[i]); err != nil {
-				if tr, ok := r.(*rows.TableReader); ok && tr.Err() != nil {
-					// PostgreSQL only heard that the COPY failed: say why.
-					err = tr.Err()
+				if rerr, ok := r.(interface{ Err() error }); ok && rerr.Err() != nil {
+					// A reader that failed (a damaged entry): PostgreSQL only
+					// heard that the COPY failed; say why.
+					err = rerr.Err()
 				}
 				return fmt.Errorf("copy into %s: %w", w.names[i], err)
 			}

@@ -8,15 +8,16 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Batch accumulates the COPY streams of every table for one transaction.
 // A Batch is not safe for concurrent use; reuse it after Reset.
 type Batch struct {
-	enc [numTables]pgcopy.Encoder
+	enc [tables.NumTables]pgcopy.Encoder
 	ctx context
 	lim Limits
-	lay *Layout // nil: DefaultLayout
+	lay *tables.Layout // nil: tables.DefaultLayout()
 	// nilTraceIDs writes an absent trace id as the nil uuid, not NULL: Citus
 	// refuses NULL in the distribution column.
 	nilTraceIDs bool
@@ -60,14 +61,18 @@ func (b *Batch) SetLimits(l Limits) {
 
 // SetLayout makes the batch encode rows of l (nil: DefaultLayout); set it
 // before adding rows.
-func (b *Batch) SetLayout(l *Layout) { b.lay = l }
+func (b *Batch) SetLayout(l *tables.Layout) { b.lay = l }
 
 // Layout is the tables the batch encodes.
-func (b *Batch) Layout() *Layout { return b.layout() }
+func (b *Batch) Layout() *tables.Layout { return b.layout() }
 
-func (b *Batch) layout() *Layout {
+// Encoder is table i's binary COPY encoder, for the entry format
+// (internal/entry), which appends and reads whole tables of tuples.
+func (b *Batch) Encoder(i int) *pgcopy.Encoder { return &b.enc[i] }
+
+func (b *Batch) layout() *tables.Layout {
 	if b.lay == nil {
-		return &defaultLayout
+		return tables.DefaultLayout()
 	}
 	return b.lay
 }
@@ -96,7 +101,7 @@ func (b *Batch) Reset() {
 // Reject is a row that PostgreSQL refused: the writer stored it in the
 // rejects table instead of its own.
 type Reject struct {
-	Table int // index into the batch's Layout
+	Table int // index into the batch's tables.Layout
 	Row   int // the row's index within its table's stream
 	Err   error
 }
@@ -132,7 +137,7 @@ func (b *Batch) Data(i int) ([]byte, error) { return b.enc[i].Bytes() }
 
 func (b *Batch) begin(i int) *pgcopy.Encoder {
 	e := &b.enc[i]
-	e.BeginRow(len(b.layout().tables[i].Columns))
+	e.BeginRow(len(b.layout().Table(i).Columns))
 	return e
 }
 

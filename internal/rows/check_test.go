@@ -12,6 +12,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // minShare mirrors rows.minShare: what a shrunk value may keep at least.
@@ -21,7 +22,7 @@ const minShare = 64
 // field of every row of b, plus the limits: a batch that passes cannot be
 // refused for its encoding. It returns the first problem, or nil.
 func checkBatch(b *rows.Batch, lim rows.Limits) error {
-	for i, t := range rows.Tables {
+	for i, t := range tables.Tables {
 		if _, err := b.Data(i); err != nil {
 			return err
 		}
@@ -39,7 +40,7 @@ func checkBatch(b *rows.Batch, lim rows.Limits) error {
 	return nil
 }
 
-func checkRow(t rows.Table, tuple []byte, lim rows.Limits) error {
+func checkRow(t tables.Table, tuple []byte, lim rows.Limits) error {
 	fields, ok := pgcopy.SplitRow(nil, tuple)
 	if !ok || len(fields) != len(t.Kinds) {
 		return fmt.Errorf("malformed row")
@@ -51,12 +52,12 @@ func checkRow(t rows.Table, tuple []byte, lim rows.Limits) error {
 			continue
 		}
 		switch k := t.Kinds[j]; k {
-		case rows.KindText:
+		case tables.KindText:
 			if err := checkText(f, lim); err != nil {
 				return fmt.Errorf("%s: %w", col, err)
 			}
 			allSmall = allSmall && len(f) <= minShare
-		case rows.KindJSONB:
+		case tables.KindJSONB:
 			if len(f) == 0 || f[0] != 1 {
 				return fmt.Errorf("%s: no jsonb version byte", col)
 			}
@@ -64,17 +65,17 @@ func checkRow(t rows.Table, tuple []byte, lim rows.Limits) error {
 				return fmt.Errorf("%s: %w", col, err)
 			}
 			allSmall = allSmall && len(f)-1 <= minShare
-		case rows.KindInt64Array, rows.KindFloat64Array:
+		case tables.KindInt64Array, tables.KindFloat64Array:
 			if err := checkArray(f); err != nil {
 				return fmt.Errorf("%s: %w", col, err)
 			}
 		default:
-			want := map[rows.Kind]int{rows.KindTimestamptz: 8, rows.KindInt16: 2, rows.KindInt32: 4,
-				rows.KindInt64: 8, rows.KindFloat64: 8, rows.KindBool: 1, rows.KindUUID: 16}[k]
+			want := map[tables.Kind]int{tables.KindTimestamptz: 8, tables.KindInt16: 2, tables.KindInt32: 4,
+				tables.KindInt64: 8, tables.KindFloat64: 8, tables.KindBool: 1, tables.KindUUID: 16}[k]
 			if len(f) != want {
 				return fmt.Errorf("%s: %d bytes, want %d", col, len(f), want)
 			}
-			if k == rows.KindInt16 && strings.HasSuffix(col, "_frac_ns") {
+			if k == tables.KindInt16 && strings.HasSuffix(col, "_frac_ns") {
 				if v := int16(binary.BigEndian.Uint16(f)); v < 0 || v > 999 {
 					return fmt.Errorf("%s: %d out of 0..999", col, v)
 				}

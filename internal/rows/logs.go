@@ -3,6 +3,8 @@ package rows
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // AddLogs appends one logs row per log record.
@@ -13,7 +15,7 @@ func (b *Batch) AddLogs(ld plog.Logs) {
 		for _, sl := range rl.ScopeLogs().All() {
 			c.setScope(sl.Scope(), sl.SchemaUrl())
 			for _, l := range sl.LogRecords().All() {
-				b.addRow(IdxLogs, func() { b.writeLog(l) })
+				b.addRow(tables.IdxLogs, func() { b.writeLog(l) })
 			}
 		}
 	}
@@ -21,13 +23,13 @@ func (b *Batch) AddLogs(ld plog.Logs) {
 
 func (b *Batch) writeLog(l plog.LogRecord) {
 	c := &b.ctx
-	promo := b.layout().promo[IdxLogs]
+	promo := b.layout().PromoColumns(tables.IdxLogs)
 	resJSON := c.resJSON
 	b.skip = b.skip[:0]
 	if len(promo) > 0 {
 		resJSON = b.resolve(promo, l.Attributes())
 	}
-	e := b.begin(IdxLogs)
+	e := b.begin(tables.IdxLogs)
 	timestamp(e, l.Timestamp())
 	timestamp(e, l.ObservedTimestamp())
 	b.traceID(e, l.TraceID())

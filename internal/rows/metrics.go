@@ -8,6 +8,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // AddMetrics appends one row per data point, into the table of its point type.
@@ -28,8 +29,8 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		for _, dp := range m.Gauge().DataPoints().All() {
-			b.addRow(IdxGauge, func() {
-				e := b.metricHead(IdxGauge, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+			b.addRow(tables.IdxGauge, func() {
+				e := b.metricHead(tables.IdxGauge, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 				numberValue(e, dp)
 				b.ctx.writeTail(e)
 			})
@@ -37,8 +38,8 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 	case pmetric.MetricTypeSum:
 		sum := m.Sum()
 		for _, dp := range sum.DataPoints().All() {
-			b.addRow(IdxSum, func() {
-				e := b.metricHead(IdxSum, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+			b.addRow(tables.IdxSum, func() {
+				e := b.metricHead(tables.IdxSum, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 				numberValue(e, dp)
 				e.Bool(sum.IsMonotonic())
 				enumText(e, sum.AggregationTemporality().String(), int32(sum.AggregationTemporality()))
@@ -48,8 +49,8 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 	case pmetric.MetricTypeHistogram:
 		h := m.Histogram()
 		for _, dp := range h.DataPoints().All() {
-			b.addRow(IdxHistogram, func() {
-				e := b.metricHead(IdxHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+			b.addRow(tables.IdxHistogram, func() {
+				e := b.metricHead(tables.IdxHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 				e.Int64(int64(dp.Count()))
 				optFloat(e, dp.HasSum(), dp.Sum())
 				optFloat(e, dp.HasMin(), dp.Min())
@@ -64,8 +65,8 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 	case pmetric.MetricTypeExponentialHistogram:
 		h := m.ExponentialHistogram()
 		for _, dp := range h.DataPoints().All() {
-			b.addRow(IdxExpHistogram, func() {
-				e := b.metricHead(IdxExpHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
+			b.addRow(tables.IdxExpHistogram, func() {
+				e := b.metricHead(tables.IdxExpHistogram, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 				e.Int64(int64(dp.Count()))
 				optFloat(e, dp.HasSum(), dp.Sum())
 				optFloat(e, dp.HasMin(), dp.Min())
@@ -85,8 +86,8 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 		}
 	case pmetric.MetricTypeSummary:
 		for _, dp := range m.Summary().DataPoints().All() {
-			b.addRow(IdxSummary, func() {
-				e := b.metricHead(IdxSummary, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), pmetric.NewExemplarSlice(), uint32(dp.Flags()))
+			b.addRow(tables.IdxSummary, func() {
+				e := b.metricHead(tables.IdxSummary, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), pmetric.NewExemplarSlice(), uint32(dp.Flags()))
 				e.Int64(int64(dp.Count()))
 				e.Float64(dp.Sum())
 				qv := dp.QuantileValues()

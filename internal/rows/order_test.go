@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Objects are written with their keys in jsonb order, except in a row over
@@ -44,7 +46,7 @@ func TestShrunkRowKeepsMapOrder(t *testing.T) {
 	unordered.ctx.json.Unordered = true
 	ordered.AddTraces(td)
 	unordered.AddTraces(td)
-	o, u := &ordered.enc[IdxSpans], &unordered.enc[IdxSpans]
+	o, u := &ordered.enc[tables.IdxSpans], &unordered.enc[tables.IdxSpans]
 	require.NoError(t, o.Err())
 	require.Equal(t, 3, o.Rows())
 

@@ -5,12 +5,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // TestGenAIPresetUsageKeys: cache, reasoning, conversation and agent come
 // from the conventions' keys, then OpenLLMetry's, then OpenInference's.
 func TestGenAIPresetUsageKeys(t *testing.T) {
-	l, err := NewLayout(GenAI())
+	l, err := tables.NewLayout(tables.GenAI())
 	require.NoError(t, err)
 	r := row(t, l, nil, map[string]any{
 		"gen_ai.usage.cache_read.input_tokens": 40, "gen_ai.usage.cache_creation.input_tokens": 20,

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 func TestConvert(t *testing.T) {
@@ -24,45 +26,45 @@ func TestConvert(t *testing.T) {
 	// want is nil for NULL (a misfit), else the value as the column holds it.
 	tests := []struct {
 		name string
-		kind Kind
+		kind tables.Kind
 		v    pcommon.Value
 		want any
 	}{
-		{"text from string", KindText, str("gpt-4o"), "gpt-4o"},
-		{"text from int", KindText, i(42), int64(42)},
-		{"text from double", KindText, d(3.5), 3.5},
-		{"text from bool", KindText, b(true), int64(1)},
-		{"text from slice misfits", KindText, slice, nil},
-		{"text from bytes misfits", KindText, bytes, nil},
-		{"bigint from int", KindInt64, i(-7), int64(-7)},
-		{"bigint from string", KindInt64, str(" 123 "), int64(123)},
-		{"bigint from integral string", KindInt64, str("1e3"), int64(1000)},
-		{"bigint from integral double", KindInt64, d(3), int64(3)},
-		{"bigint from fractional double misfits", KindInt64, d(3.7), nil},
-		{"bigint from fractional string misfits", KindInt64, str("3.7"), nil},
-		{"bigint from text misfits", KindInt64, str("abc"), nil},
-		{"bigint from huge double misfits", KindInt64, d(1e19), nil},
-		{"bigint from NaN misfits", KindInt64, d(math.NaN()), nil},
-		{"bigint from bool misfits", KindInt64, b(true), nil},
-		{"double from double", KindFloat64, d(0.0125), 0.0125},
-		{"double from int", KindFloat64, i(2), 2.0},
-		{"double from string", KindFloat64, str("0.5"), 0.5},
-		{"double from text misfits", KindFloat64, str("cheap"), nil},
-		{"double from NaN misfits", KindFloat64, d(math.NaN()), nil},
-		{"double from Inf string misfits", KindFloat64, str("Inf"), nil},
-		{"bool from bool", KindBool, b(false), int64(0)},
-		{"bool from string", KindBool, str("true"), int64(1)},
-		{"bool from FALSE", KindBool, str("FALSE"), int64(0)},
-		{"bool from int 1", KindBool, i(1), int64(1)},
-		{"bool from int 2 misfits", KindBool, i(2), nil},
-		{"bool from yes misfits", KindBool, str("yes"), nil},
-		{"timestamptz from int ns", KindTimestamptz, i(1_700_000_000_123_456_789), int64(1_700_000_000_123_456)},
-		{"timestamptz from RFC 3339", KindTimestamptz, str("2024-05-01T12:00:00.5+02:00"), int64(1714557600_500_000)},
-		{"timestamptz from ns string", KindTimestamptz, str("1700000000000000000"), int64(1_700_000_000_000_000)},
-		{"timestamptz before 1970", KindTimestamptz, str("1969-12-31T23:59:59Z"), int64(-1_000_000)},
-		{"timestamptz from negative int misfits", KindTimestamptz, i(-1), nil},
-		{"timestamptz from date misfits", KindTimestamptz, str("2024-05-01"), nil},
-		{"timestamptz from double misfits", KindTimestamptz, d(1.7e18), nil},
+		{"text from string", tables.KindText, str("gpt-4o"), "gpt-4o"},
+		{"text from int", tables.KindText, i(42), int64(42)},
+		{"text from double", tables.KindText, d(3.5), 3.5},
+		{"text from bool", tables.KindText, b(true), int64(1)},
+		{"text from slice misfits", tables.KindText, slice, nil},
+		{"text from bytes misfits", tables.KindText, bytes, nil},
+		{"bigint from int", tables.KindInt64, i(-7), int64(-7)},
+		{"bigint from string", tables.KindInt64, str(" 123 "), int64(123)},
+		{"bigint from integral string", tables.KindInt64, str("1e3"), int64(1000)},
+		{"bigint from integral double", tables.KindInt64, d(3), int64(3)},
+		{"bigint from fractional double misfits", tables.KindInt64, d(3.7), nil},
+		{"bigint from fractional string misfits", tables.KindInt64, str("3.7"), nil},
+		{"bigint from text misfits", tables.KindInt64, str("abc"), nil},
+		{"bigint from huge double misfits", tables.KindInt64, d(1e19), nil},
+		{"bigint from NaN misfits", tables.KindInt64, d(math.NaN()), nil},
+		{"bigint from bool misfits", tables.KindInt64, b(true), nil},
+		{"double from double", tables.KindFloat64, d(0.0125), 0.0125},
+		{"double from int", tables.KindFloat64, i(2), 2.0},
+		{"double from string", tables.KindFloat64, str("0.5"), 0.5},
+		{"double from text misfits", tables.KindFloat64, str("cheap"), nil},
+		{"double from NaN misfits", tables.KindFloat64, d(math.NaN()), nil},
+		{"double from Inf string misfits", tables.KindFloat64, str("Inf"), nil},
+		{"bool from bool", tables.KindBool, b(false), int64(0)},
+		{"bool from string", tables.KindBool, str("true"), int64(1)},
+		{"bool from FALSE", tables.KindBool, str("FALSE"), int64(0)},
+		{"bool from int 1", tables.KindBool, i(1), int64(1)},
+		{"bool from int 2 misfits", tables.KindBool, i(2), nil},
+		{"bool from yes misfits", tables.KindBool, str("yes"), nil},
+		{"timestamptz from int ns", tables.KindTimestamptz, i(1_700_000_000_123_456_789), int64(1_700_000_000_123_456)},
+		{"timestamptz from RFC 3339", tables.KindTimestamptz, str("2024-05-01T12:00:00.5+02:00"), int64(1714557600_500_000)},
+		{"timestamptz from ns string", tables.KindTimestamptz, str("1700000000000000000"), int64(1_700_000_000_000_000)},
+		{"timestamptz before 1970", tables.KindTimestamptz, str("1969-12-31T23:59:59Z"), int64(-1_000_000)},
+		{"timestamptz from negative int misfits", tables.KindTimestamptz, i(-1), nil},
+		{"timestamptz from date misfits", tables.KindTimestamptz, str("2024-05-01"), nil},
+		{"timestamptz from double misfits", tables.KindTimestamptz, d(1.7e18), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,13 +88,13 @@ func TestConvert(t *testing.T) {
 
 // row encodes one span (or log record, when log is true) with layout l and
 // returns its columns as the rejects table would render them.
-func row(t *testing.T, l *Layout, res, attrs map[string]any, log bool) map[string]any {
+func row(t *testing.T, l *tables.Layout, res, attrs map[string]any, log bool) map[string]any {
 	t.Helper()
 	var b Batch
 	b.SetLayout(l)
-	idx := IdxSpans
+	idx := tables.IdxSpans
 	if log {
-		idx = IdxLogs
+		idx = tables.IdxLogs
 		ld := plog.NewLogs()
 		rl := ld.ResourceLogs().AppendEmpty()
 		require.NoError(t, rl.Resource().Attributes().FromRaw(res))
@@ -107,7 +109,7 @@ func row(t *testing.T, l *Layout, res, attrs map[string]any, log bool) map[strin
 	}
 	_, err := b.Data(idx)
 	require.NoError(t, err, "the row has the layout's field count")
-	js, ok := l.AppendRowJSON(nil, idx, b.Tuples(idx, 0, 1))
+	js, ok := AppendLayoutRowJSON(nil, l, idx, b.Tuples(idx, 0, 1))
 	require.True(t, ok)
 	var out map[string]any
 	require.NoError(t, json.Unmarshal(js, &out), string(js))
@@ -115,7 +117,7 @@ func row(t *testing.T, l *Layout, res, attrs map[string]any, log bool) map[strin
 }
 
 func TestPromotedFallbackOrder(t *testing.T) {
-	l, err := NewLayout(GenAI())
+	l, err := tables.NewLayout(tables.GenAI())
 	require.NoError(t, err)
 	// The deprecated names fill the columns when the current ones are absent.
 	r := row(t, l, nil, map[string]any{"gen_ai.system": "openai", "gen_ai.usage.prompt_tokens": 10,
@@ -137,10 +139,10 @@ func TestPromotedFallbackOrder(t *testing.T) {
 }
 
 func TestPromotedRemove(t *testing.T) {
-	l, err := NewLayout([]Promoted{
-		{Column: "user_id", Kind: KindText, Traces: true, Logs: true, Remove: true,
-			From: []Source{{ScopeSpan, "enduser.id"}, {ScopeLog, "user.id"}, {ScopeResource, "user.id"}}},
-		{Column: "tokens", Kind: KindInt64, Traces: true, Remove: true, From: []Source{{ScopeSpan, "tokens"}}},
+	l, err := tables.NewLayout([]tables.Promoted{
+		{Column: "user_id", Kind: tables.KindText, Traces: true, Logs: true, Remove: true,
+			From: []tables.Source{{Scope: tables.ScopeSpan, Key: "enduser.id"}, {Scope: tables.ScopeLog, Key: "user.id"}, {Scope: tables.ScopeResource, Key: "user.id"}}},
+		{Column: "tokens", Kind: tables.KindInt64, Traces: true, Remove: true, From: []tables.Source{{Scope: tables.ScopeSpan, Key: "tokens"}}},
 	})
 	require.NoError(t, err)
 
@@ -161,23 +163,23 @@ func TestPromotedRemove(t *testing.T) {
 }
 
 func TestNewLayout(t *testing.T) {
-	before := len(Tables[IdxSpans].Columns)
-	l, err := NewLayout(GenAI())
+	before := len(tables.Tables[tables.IdxSpans].Columns)
+	l, err := tables.NewLayout(tables.GenAI())
 	require.NoError(t, err)
-	assert.Len(t, Tables[IdxSpans].Columns, before, "the built-in tables are not changed")
-	assert.Len(t, l.Table(IdxSpans).Columns, before+12)
-	assert.Equal(t, "gen_ai_cost_usd", l.Promoted(IdxSpans)[6])
-	assert.Empty(t, l.Promoted(IdxLogs), "the preset is on spans only")
+	assert.Len(t, tables.Tables[tables.IdxSpans].Columns, before, "the built-in tables are not changed")
+	assert.Len(t, l.Table(tables.IdxSpans).Columns, before+12)
+	assert.Equal(t, "gen_ai_cost_usd", l.Promoted(tables.IdxSpans)[6])
+	assert.Empty(t, l.Promoted(tables.IdxLogs), "the preset is on spans only")
 
-	for name, p := range map[string]Promoted{
-		"built-in":      {Column: "trace_id", Kind: KindText, Traces: true, From: []Source{{ScopeSpan, "a"}}},
-		"kind":          {Column: "c", Kind: KindJSONB, Traces: true, From: []Source{{ScopeSpan, "a"}}},
-		"no table":      {Column: "c", Kind: KindText, From: []Source{{ScopeSpan, "a"}}},
-		"no key":        {Column: "c", Kind: KindText, Traces: true},
-		"other signal":  {Column: "c", Kind: KindText, Traces: true, From: []Source{{ScopeLog, "a"}}},
-		"logs unserved": {Column: "c", Kind: KindText, Traces: true, Logs: true, From: []Source{{ScopeSpan, "a"}}},
+	for name, p := range map[string]tables.Promoted{
+		"built-in":      {Column: "trace_id", Kind: tables.KindText, Traces: true, From: []tables.Source{{Scope: tables.ScopeSpan, Key: "a"}}},
+		"kind":          {Column: "c", Kind: tables.KindJSONB, Traces: true, From: []tables.Source{{Scope: tables.ScopeSpan, Key: "a"}}},
+		"no table":      {Column: "c", Kind: tables.KindText, From: []tables.Source{{Scope: tables.ScopeSpan, Key: "a"}}},
+		"no key":        {Column: "c", Kind: tables.KindText, Traces: true},
+		"other signal":  {Column: "c", Kind: tables.KindText, Traces: true, From: []tables.Source{{Scope: tables.ScopeLog, Key: "a"}}},
+		"logs unserved": {Column: "c", Kind: tables.KindText, Traces: true, Logs: true, From: []tables.Source{{Scope: tables.ScopeSpan, Key: "a"}}},
 	} {
-		_, err := NewLayout([]Promoted{p})
+		_, err := tables.NewLayout([]tables.Promoted{p})
 		assert.Error(t, err, name)
 	}
 }
@@ -185,8 +187,8 @@ func TestNewLayout(t *testing.T) {
 // TestPromotedAllocs: promoting costs no allocation per span once the
 // batch's buffers have grown.
 func TestPromotedAllocs(t *testing.T) {
-	l, err := NewLayout(append(GenAI(), Promoted{Column: "ns", Kind: KindText, Traces: true, Remove: true,
-		From: []Source{{ScopeResource, "service.namespace"}}}))
+	l, err := tables.NewLayout(append(tables.GenAI(), tables.Promoted{Column: "ns", Kind: tables.KindText, Traces: true, Remove: true,
+		From: []tables.Source{{Scope: tables.ScopeResource, Key: "service.namespace"}}}))
 	require.NoError(t, err)
 	td := ptrace.NewTraces()
 	rs := td.ResourceSpans().AppendEmpty()

@@ -11,24 +11,25 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // pgEpochUnix is 2000-01-01, where binary timestamptz counts from.
 const pgEpochUnix = 946684800
 
-// AppendRowJSON is Layout.AppendRowJSON of DefaultLayout.
+// AppendRowJSON is AppendLayoutRowJSON of tables.DefaultLayout.
 func AppendRowJSON(dst []byte, i int, tuple []byte) ([]byte, bool) {
-	return defaultLayout.AppendRowJSON(dst, i, tuple)
+	return AppendLayoutRowJSON(dst, tables.DefaultLayout(), i, tuple)
 }
 
-// AppendRowJSON appends tuple, one encoded row of table i, as a JSON object
+// AppendLayoutRowJSON appends tuple, one encoded row of table i, as a JSON object
 // of its columns, written so that jsonb_populate_record reads it back into
 // the table's row type (times as ISO 8601, ids as uuid or bigint, NaN and
 // infinities as strings, jsonb columns as themselves). It reports false for
 // a tuple that is not one row of table i. It serves the rejects table, off
 // the hot path.
-func (l *Layout) AppendRowJSON(dst []byte, i int, tuple []byte) ([]byte, bool) {
-	t := &l.tables[i]
+func AppendLayoutRowJSON(dst []byte, l *tables.Layout, i int, tuple []byte) ([]byte, bool) {
+	t := l.Table(i)
 	fields, ok := pgcopy.SplitRow(nil, tuple)
 	if !ok || len(fields) != len(t.Kinds) {
 		return dst, false
@@ -51,28 +52,28 @@ func (l *Layout) AppendRowJSON(dst []byte, i int, tuple []byte) ([]byte, bool) {
 	return append(dst, '}'), true
 }
 
-func appendFieldJSON(dst []byte, k Kind, f []byte) ([]byte, bool) {
-	if n := fixedSize(k); n != 0 && len(f) != n || k == KindJSONB && len(f) == 0 {
+func appendFieldJSON(dst []byte, k tables.Kind, f []byte) ([]byte, bool) {
+	if n := fixedSize(k); n != 0 && len(f) != n || k == tables.KindJSONB && len(f) == 0 {
 		return dst, false
 	}
 	switch k {
-	case KindTimestamptz:
+	case tables.KindTimestamptz:
 		us := int64(binary.BigEndian.Uint64(f))
 		ts := time.Unix(us/1e6+pgEpochUnix, us%1e6*1e3).UTC()
 		dst = append(dst, '"')
 		dst = ts.AppendFormat(dst, "2006-01-02T15:04:05.999999Z07:00")
 		return append(dst, '"'), true
-	case KindInt16:
+	case tables.KindInt16:
 		return strconv.AppendInt(dst, int64(int16(binary.BigEndian.Uint16(f))), 10), true
-	case KindInt32:
+	case tables.KindInt32:
 		return strconv.AppendInt(dst, int64(int32(binary.BigEndian.Uint32(f))), 10), true
-	case KindInt64:
+	case tables.KindInt64:
 		return strconv.AppendInt(dst, int64(binary.BigEndian.Uint64(f)), 10), true
-	case KindFloat64:
+	case tables.KindFloat64:
 		return jsonb.AppendFloat(dst, math.Float64frombits(binary.BigEndian.Uint64(f))), true
-	case KindBool:
+	case tables.KindBool:
 		return strconv.AppendBool(dst, f[0] != 0), true
-	case KindUUID:
+	case tables.KindUUID:
 		var s [36]byte
 		hex.Encode(s[0:8], f[0:4])
 		hex.Encode(s[9:13], f[4:6])
@@ -83,9 +84,9 @@ func appendFieldJSON(dst []byte, k Kind, f []byte) ([]byte, bool) {
 		dst = append(dst, '"')
 		dst = append(dst, s[:]...)
 		return append(dst, '"'), true
-	case KindText:
+	case tables.KindText:
 		return jsonb.AppendString(dst, string(f)), true
-	case KindJSONB:
+	case tables.KindJSONB:
 		doc := f[1:]
 		// Embed the document unless jsonb would refuse it (it may be why
 		// the row was refused): then keep it as a string.
@@ -93,24 +94,24 @@ func appendFieldJSON(dst []byte, k Kind, f []byte) ([]byte, bool) {
 			return append(dst, doc...), true
 		}
 		return jsonb.AppendString(dst, string(doc)), true
-	case KindInt64Array, KindFloat64Array:
+	case tables.KindInt64Array, tables.KindFloat64Array:
 		return appendArrayJSON(dst, k, f)
 	}
 	return dst, false
 }
 
 // fixedSize is the binary size of a fixed-size kind, 0 for the others.
-func fixedSize(k Kind) int {
+func fixedSize(k tables.Kind) int {
 	switch k {
-	case KindBool:
+	case tables.KindBool:
 		return 1
-	case KindInt16:
+	case tables.KindInt16:
 		return 2
-	case KindInt32:
+	case tables.KindInt32:
 		return 4
-	case KindTimestamptz, KindInt64, KindFloat64:
+	case tables.KindTimestamptz, tables.KindInt64, tables.KindFloat64:
 		return 8
-	case KindUUID:
+	case tables.KindUUID:
 		return 16
 	}
 	return 0
@@ -118,7 +119,7 @@ func fixedSize(k Kind) int {
 
 // appendArrayJSON renders a one-dimensional binary array without NULLs, the
 // only arrays the row writers make.
-func appendArrayJSON(dst []byte, k Kind, f []byte) ([]byte, bool) {
+func appendArrayJSON(dst []byte, k tables.Kind, f []byte) ([]byte, bool) {
 	if len(f) < 12 {
 		return dst, false
 	}
@@ -140,7 +141,7 @@ func appendArrayJSON(dst []byte, k Kind, f []byte) ([]byte, bool) {
 			dst = append(dst, ',')
 		}
 		v := binary.BigEndian.Uint64(f[e*12+4:])
-		if k == KindFloat64Array {
+		if k == tables.KindFloat64Array {
 			dst = jsonb.AppendFloat(dst, math.Float64frombits(v))
 		} else {
 			dst = strconv.AppendInt(dst, int64(v), 10)

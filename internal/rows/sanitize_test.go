@@ -21,6 +21,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // fields returns row r of table i by column name (nil for NULL), after
@@ -32,7 +33,7 @@ func fields(t *testing.T, b *rows.Batch, lim rows.Limits, i, r int) map[string][
 	fs, ok := pgcopy.SplitRow(nil, b.Tuples(i, r, r+1))
 	require.True(t, ok)
 	out := map[string][]byte{}
-	for j, c := range rows.Tables[i].Columns {
+	for j, c := range tables.Tables[i].Columns {
 		out[c] = fs[j]
 	}
 	return out
@@ -65,7 +66,7 @@ func spanRow(t *testing.T, td ptrace.Traces, lim rows.Limits) map[string][]byte 
 	var b rows.Batch
 	b.SetLimits(lim)
 	b.AddTraces(td)
-	return fields(t, &b, lim, rows.IdxSpans, 0)
+	return fields(t, &b, lim, tables.IdxSpans, 0)
 }
 
 // Rule: NUL, which text and jsonb refuse, becomes U+FFFD in every text
@@ -109,7 +110,7 @@ func testReplaced(t *testing.T, bad string) {
 	lr.Body().SetEmptyMap().PutStr(bad, bad)
 	var b rows.Batch
 	b.AddLogs(ld)
-	lf := fields(t, &b, rows.Limits{}, rows.IdxLogs, 0)
+	lf := fields(t, &b, rows.Limits{}, tables.IdxLogs, 0)
 	require.Equal(t, want, string(lf["severity_text"]))
 	require.Equal(t, want, string(lf["event_name"]))
 	require.Equal(t, map[string]any{want: want}, doc(t, lf["body"]))
@@ -123,7 +124,7 @@ func testReplaced(t *testing.T, bad string) {
 	m.SetEmptyGauge().DataPoints().AppendEmpty().SetIntValue(1)
 	b.Reset()
 	b.AddMetrics(md)
-	mf := fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)
+	mf := fields(t, &b, rows.Limits{}, tables.IdxGauge, 0)
 	for _, col := range []string{"metric_name", "description", "unit"} {
 		require.Equal(t, want, string(mf[col]), col)
 	}
@@ -165,12 +166,12 @@ func TestSanitizeNaNAndInfinity(t *testing.T) {
 
 	var b rows.Batch
 	b.AddMetrics(md)
-	gf := fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)
+	gf := fields(t, &b, rows.Limits{}, tables.IdxGauge, 0)
 	require.True(t, math.IsNaN(float8(gf["value"])))
 	require.Equal(t, map[string]any{"inf": "Infinity", "ninf": "-Infinity", "nan": "NaN"}, doc(t, gf["attributes"]))
 	require.Equal(t, "-Infinity", doc(t, gf["exemplars"]).([]any)[0].(map[string]any)["as_double"])
 
-	hf := fields(t, &b, rows.Limits{}, rows.IdxHistogram, 0)
+	hf := fields(t, &b, rows.Limits{}, tables.IdxHistogram, 0)
 	require.True(t, math.IsInf(float8(hf["sum"]), 1))
 	require.True(t, math.IsNaN(float8(hf["min"])))
 	bounds := hf["explicit_bounds"]
@@ -188,7 +189,7 @@ func TestSanitizeBytes(t *testing.T) {
 	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetEmptyBytes().FromRaw([]byte("\x00\x01"))
 	var b rows.Batch
 	b.AddLogs(ld)
-	require.Equal(t, "AAE=", doc(t, fields(t, &b, rows.Limits{}, rows.IdxLogs, 0)["body"]))
+	require.Equal(t, "AAE=", doc(t, fields(t, &b, rows.Limits{}, tables.IdxLogs, 0)["body"]))
 }
 
 // Rule: OTLP times are unsigned nanoseconds since 1970, so none is before
@@ -211,7 +212,7 @@ func TestSanitizeTimestamps(t *testing.T) {
 	m.SetEmptyGauge().DataPoints().AppendEmpty().SetTimestamp(math.MaxUint64)
 	var b rows.Batch
 	b.AddMetrics(md)
-	gf := fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)
+	gf := fields(t, &b, rows.Limits{}, tables.IdxGauge, 0)
 	require.Nil(t, gf["start_time"], "unset start: NULL")
 	require.Nil(t, gf["start_time_frac_ns"])
 	require.Equal(t, int16(math.MaxUint64%1000), int16(binary.BigEndian.Uint16(gf["time_frac_ns"])))
@@ -220,7 +221,7 @@ func TestSanitizeTimestamps(t *testing.T) {
 	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
 	b.Reset()
 	b.AddLogs(ld)
-	lf := fields(t, &b, rows.Limits{}, rows.IdxLogs, 0)
+	lf := fields(t, &b, rows.Limits{}, tables.IdxLogs, 0)
 	require.Equal(t, unixEpochFromPG, int64At(lf["timestamp"]), "a log without time: 1970, kept")
 	require.Equal(t, unixEpochFromPG, int64At(lf["observed_timestamp"]))
 }
@@ -272,7 +273,7 @@ func TestSanitizeIDs(t *testing.T) {
 	m.SetEmptyGauge().DataPoints().AppendEmpty().Exemplars().AppendEmpty().SetIntValue(1)
 	var b rows.Batch
 	b.AddMetrics(md)
-	ex := doc(t, fields(t, &b, rows.Limits{}, rows.IdxGauge, 0)["exemplars"]).([]any)[0].(map[string]any)
+	ex := doc(t, fields(t, &b, rows.Limits{}, tables.IdxGauge, 0)["exemplars"]).([]any)[0].(map[string]any)
 	require.NotContains(t, ex, "trace_id")
 	require.NotContains(t, ex, "span_id")
 }
@@ -337,7 +338,7 @@ func TestSanitizeValueLimit(t *testing.T) {
 	var b rows.Batch
 	b.SetLimits(lim)
 	b.AddLogs(ld)
-	body := doc(t, fields(t, &b, lim, rows.IdxLogs, 0)["body"]).(string)
+	body := doc(t, fields(t, &b, lim, tables.IdxLogs, 0)["body"]).(string)
 	require.True(t, strings.HasSuffix(body, marker))
 }
 
@@ -358,8 +359,8 @@ func TestSanitizeRowLimit(t *testing.T) {
 	var b rows.Batch
 	b.SetLimits(lim)
 	b.AddTraces(td)
-	r := fields(t, &b, lim, rows.IdxSpans, 0)
-	require.LessOrEqual(t, len(b.Tuples(rows.IdxSpans, 0, 1)), 4000)
+	r := fields(t, &b, lim, tables.IdxSpans, 0)
+	require.LessOrEqual(t, len(b.Tuples(tables.IdxSpans, 0, 1)), 4000)
 	require.Equal(t, "small name", string(r["span_name"]), "small values are kept whole")
 	require.Equal(t, append([]byte{1}, append(make([]byte, 14), 1)...), r["trace_id"])
 	attrs := doc(t, r["span_attributes"]).(map[string]any)
@@ -378,7 +379,7 @@ func TestSanitizeRowLimit(t *testing.T) {
 	hp.Attributes().PutStr("a", strings.Repeat("v", 900))
 	b.Reset()
 	b.AddMetrics(md)
-	hf := fields(t, &b, lim, rows.IdxHistogram, 0)
+	hf := fields(t, &b, lim, tables.IdxHistogram, 0)
 	require.Len(t, hf["bucket_counts"], 20+12*1000)
 	require.LessOrEqual(t, len(hf["metric_name"]), minShare)
 }
@@ -393,9 +394,9 @@ func TestLimitsKeepTheFastPathBytes(t *testing.T) {
 	limited.SetLimits(rows.Limits{MaxValue: 64 << 10, MaxRow: 1 << 20})
 	plain.AddTraces(td)
 	limited.AddTraces(td)
-	a, err := plain.Data(rows.IdxSpans)
+	a, err := plain.Data(tables.IdxSpans)
 	require.NoError(t, err)
-	bb, err := limited.Data(rows.IdxSpans)
+	bb, err := limited.Data(tables.IdxSpans)
 	require.NoError(t, err)
 	require.Equal(t, a, bb)
 }
@@ -409,7 +410,7 @@ func TestNilTraceIDsForCitus(t *testing.T) {
 		var b rows.Batch
 		b.SetNilTraceIDs(citus)
 		b.AddLogs(ld)
-		data, err := b.Data(rows.IdxLogs)
+		data, err := b.Data(tables.IdxLogs)
 		if err != nil {
 			t.Fatal(err)
 		}

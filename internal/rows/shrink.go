@@ -7,6 +7,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // shrinkRow brings the row just written to table i within lim.MaxRow. Only
@@ -19,7 +20,7 @@ import (
 func (b *Batch) shrinkRow(i int) {
 	e := &b.enc[i]
 	row := e.LastRow()
-	kinds := b.layout().tables[i].Kinds
+	kinds := b.layout().Table(i).Kinds
 	fields, ok := pgcopy.SplitRow(b.fields[:0], row)
 	b.fields = fields
 	if !ok || len(fields) != len(kinds) {
@@ -31,9 +32,9 @@ func (b *Batch) shrinkRow(i int) {
 		fixed += 4 // length word
 		switch {
 		case f == nil:
-		case kinds[j] == KindText:
+		case kinds[j] == tables.KindText:
 			sizes = append(sizes, len(f))
-		case kinds[j] == KindJSONB:
+		case kinds[j] == tables.KindJSONB:
 			fixed++ // jsonb version byte
 			sizes = append(sizes, len(f)-1)
 		default:
@@ -46,12 +47,12 @@ func (b *Batch) shrinkRow(i int) {
 	out := append(b.row[:0], row[:2]...)
 	for j, f := range fields {
 		switch {
-		case f != nil && kinds[j] == KindText && len(f) > share:
+		case f != nil && kinds[j] == tables.KindText && len(f) > share:
 			pos := len(out)
 			out = append(out, 0, 0, 0, 0)
 			out = pgcopy.AppendCleanLimit(out, string(f), share)
 			binary.BigEndian.PutUint32(out[pos:], uint32(len(out)-pos-4))
-		case f != nil && kinds[j] == KindJSONB && len(f)-1 > share:
+		case f != nil && kinds[j] == tables.KindJSONB && len(f)-1 > share:
 			pos := len(out)
 			out = append(out, 0, 0, 0, 0, f[0])
 			out = jsonb.Truncate(out, f[1:], share)

@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // AddTraces appends one spans row per span.
@@ -14,7 +16,7 @@ func (b *Batch) AddTraces(td ptrace.Traces) {
 		for _, ss := range rs.ScopeSpans().All() {
 			c.setScope(ss.Scope(), ss.SchemaUrl())
 			for _, s := range ss.Spans().All() {
-				b.addRow(IdxSpans, func() { b.writeSpan(s) })
+				b.addRow(tables.IdxSpans, func() { b.writeSpan(s) })
 			}
 		}
 	}
@@ -22,13 +24,13 @@ func (b *Batch) AddTraces(td ptrace.Traces) {
 
 func (b *Batch) writeSpan(s ptrace.Span) {
 	c := &b.ctx
-	promo := b.layout().promo[IdxSpans]
+	promo := b.layout().PromoColumns(tables.IdxSpans)
 	resJSON := c.resJSON
 	b.skip = b.skip[:0]
 	if len(promo) > 0 {
 		resJSON = b.resolve(promo, s.Attributes())
 	}
-	e := b.begin(IdxSpans)
+	e := b.begin(tables.IdxSpans)
 	start, end := s.StartTimestamp(), s.EndTimestamp()
 	timestamp(e, start)
 	e.Timestamptz(uint64(end))

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 var distributeRe = regexp.MustCompile(`SELECT (create_distributed_table|create_reference_table)\('"otel"\.(\w+)'(?:, '(\w+)')?(?:, colocate_with => '"otel"\.(\w+)')?\)\nWHERE NOT EXISTS \(SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '"otel"\.(\w+)'::regclass\);`)
@@ -26,7 +26,7 @@ func TestCitusDDL(t *testing.T) {
 	}
 	// Every signal table is distributed, spans and logs by trace_id together,
 	// the metric tables by metric_name together.
-	for _, tbl := range rows.Tables {
+	for _, tbl := range tables.Tables {
 		d, ok := got[tbl.Name]
 		require.True(t, ok, "%s is distributed", tbl.Name)
 		assert.Equal(t, "create_distributed_table", d.fn, tbl.Name)
@@ -41,7 +41,7 @@ func TestCitusDDL(t *testing.T) {
 	for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version"} {
 		assert.Equal(t, "create_reference_table", got[ref].fn, ref)
 	}
-	assert.Len(t, got, len(rows.Tables)+4, "nothing else is distributed")
+	assert.Len(t, got, len(tables.Tables)+4, "nothing else is distributed")
 }
 
 // TestCitusIndexesKeepNoUniqueness: Citus refuses unique indexes that do not

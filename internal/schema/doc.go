@@ -1,4 +1,7 @@
-// Package schema holds postgrescopy's DDL as embedded, versioned SQL files and
-// applies them: in order, once, under an advisory lock so that many collectors
-// starting together migrate exactly once.
+// Package schema holds postgrescopy's DDL as embedded SQL files and applies
+// it: the versioned migrations (sql/, one first-release migration so far) in
+// order, once, under an advisory lock so that many collectors starting
+// together migrate exactly once; partition maintenance; the index set; the
+// promoted columns of a tables.Layout; Citus distribution; the writer grants;
+// and the create_schema: false check.
 package schema

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // Column is a column added after the migrations: a promoted attribute. Type
@@ -109,9 +109,9 @@ FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum >
 
 // PromotedColumns lists the promoted columns of a row layout as AddColumns
 // takes them.
-func PromotedColumns(l *rows.Layout) []Column {
+func PromotedColumns(l *tables.Layout) []Column {
 	var out []Column
-	for _, i := range []int{rows.IdxSpans, rows.IdxLogs} {
+	for _, i := range []int{tables.IdxSpans, tables.IdxLogs} {
 		t := l.Table(i)
 		names := l.Promoted(i)
 		kinds := t.Kinds[len(t.Kinds)-len(names):]

@@ -107,6 +107,10 @@ func lockKey(schemaName string) int64 {
 // ErrNewerSchema is returned when the database was migrated by a newer binary.
 var ErrNewerSchema = errors.New("schema is newer than this postgrescopy")
 
+// ErrMissing is a schema without the tables or columns this binary writes,
+// or at an older version (create_schema: false).
+var ErrMissing = errors.New("schema is missing tables or columns")
+
 // Result says what Migrate did.
 type Result struct {
 	From, To int

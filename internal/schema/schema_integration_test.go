@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/postgrescopy/postgrescopy/internal/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 func migrated(t *testing.T) (*pgxpool.Pool, string) {
@@ -246,49 +246,42 @@ WHERE start_time > now() - interval '1 hour' AND start_time <= now() GROUP BY 1`
 	}
 }
 
-// TestUpgradeFromFirstSchemaKeepsRows builds the first released schema
-// (version 1, unpartitioned) with rows, migrates it, and finds every row.
-func TestUpgradeFromFirstSchemaKeepsRows(t *testing.T) {
+// TestFirstSchemaIsPartitioned: the first released schema (one migration)
+// makes every signal table partitioned by time with its DEFAULT partition,
+// and migrating again applies nothing.
+func TestFirstSchemaIsPartitioned(t *testing.T) {
 	pool := pgtest.Pool(t)
 	name := pgtest.Schema(t, pool)
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	res, err := schema.MigrateTo(ctx, conn.Conn(), name, 1)
+	res, err := schema.MigrateTo(ctx, conn.Conn(), name, 0)
 	require.NoError(t, err)
-	require.Equal(t, 1, res.To)
-	_, err = pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, trace_id, span_id, flags,
-  service_name, span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
-  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
-SELECT now() - (i || ' minutes')::interval, i % 1000, now(), i, md5(i::text)::uuid, i, 0, 'svc', 'op-' || i, 'Server', 'Ok',
-  jsonb_build_object('i', i), 0, 0, 0, '{}', '{}', 0, 0 FROM generate_series(1, 500) i;
-INSERT INTO S.logs ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns, flags, severity_number,
-  body, log_attributes, dropped_attributes_count, resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
-SELECT now(), 0, now(), 0, 0, 9, to_jsonb('line ' || i), '{}', 0, '{}', '{}', 0, 0 FROM generate_series(1, 300) i;
-INSERT INTO S.metrics_gauge ("time", time_frac_ns, metric_name, metric_metadata, attributes, flags, value,
-  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
-SELECT now(), 0, 'g', '{}', '{}', 0, i, '{}', '{}', 0, 0 FROM generate_series(1, 200) i;`))
+	require.Equal(t, 0, res.To, "a target of 0 applies nothing")
+	res, err = schema.Migrate(ctx, conn.Conn(), name)
 	require.NoError(t, err)
-	var sumBefore int64
-	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT sum((span_attributes->>'i')::bigint) FROM S.spans`)).Scan(&sumBefore))
+	assert.Equal(t, 0, res.From)
+	assert.Equal(t, schema.Latest(), res.To)
+	assert.Equal(t, 2, schema.Latest(), "001_schema and 002_ai_spend")
+
+	for _, table := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram",
+		"metrics_exponential_histogram", "metrics_summary"} {
+		var partitioned bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = $1::regclass`,
+			pgx.Identifier{name, table}.Sanitize()).Scan(&partitioned))
+		assert.True(t, partitioned, table)
+		var bound string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass AND c.relname = $2`,
+			pgx.Identifier{name, table}.Sanitize(), table+"_default").Scan(&bound))
+		assert.Equal(t, "DEFAULT", bound, table)
+	}
 
 	res, err = schema.Migrate(ctx, conn.Conn(), name)
 	require.NoError(t, err)
-	assert.Equal(t, 1, res.From)
+	assert.Equal(t, schema.Latest(), res.From, "a second run migrates nothing")
 	assert.Equal(t, schema.Latest(), res.To)
-
-	var spans, logs, gauges, sumAfter int64
-	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT (SELECT count(*) FROM S.spans), (SELECT count(*) FROM S.logs),
-  (SELECT count(*) FROM S.metrics_gauge), (SELECT sum((span_attributes->>'i')::bigint) FROM S.spans)`)).Scan(&spans, &logs, &gauges, &sumAfter))
-	assert.EqualValues(t, 500, spans)
-	assert.EqualValues(t, 300, logs)
-	assert.EqualValues(t, 200, gauges)
-	assert.Equal(t, sumBefore, sumAfter)
-	var partitioned bool
-	require.NoError(t, pool.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = $1::regclass`,
-		pgx.Identifier{name, "spans"}.Sanitize()).Scan(&partitioned))
-	assert.True(t, partitioned)
 }
 
 // TestLeastPrivilegeWriter grants a fresh role exactly WriterGrants and

@@ -2,12 +2,12 @@ package loadgenreceiver // import "github.com/postgrescopy/postgrescopy/receiver
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/postgrescopy/postgrescopy/internal/sharedcomponent"
 	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver/internal/metadata"
 )
 
@@ -22,12 +22,13 @@ func NewFactoryWithStats(stats *Stats) receiver.Factory { return newFactory(stat
 
 type factory struct {
 	stats *Stats
-	mu    sync.Mutex
-	runs  map[*Config]*run // the Collector passes one *Config to every signal of a receiver
+	// runs holds the run shared by the signals of one *Config (the
+	// Collector passes one to every signal of a receiver).
+	runs sharedcomponent.Map[*Config, *run]
 }
 
 func newFactory(stats *Stats) receiver.Factory {
-	f := &factory{stats: stats, runs: map[*Config]*run{}}
+	f := &factory{stats: stats}
 	return receiver.NewFactory(
 		metadata.Type,
 		createDefaultConfig,
@@ -37,60 +38,55 @@ func newFactory(stats *Stats) receiver.Factory {
 	)
 }
 
-// get returns the run shared by cfg's signals, creating it on first use.
-func (f *factory) get(set receiver.Settings, cfg *Config) (*run, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if g, ok := f.runs[cfg]; ok {
-		return g, nil
-	}
-	var g *run
-	var once sync.Once
-	g, err := newRun(set, cfg, f.stats, func() {
-		once.Do(func() {
-			f.mu.Lock()
-			if f.runs[cfg] == g {
-				delete(f.runs, cfg)
-			}
-			f.mu.Unlock()
-		})
-	})
+// sharer is one signal's receiver: a handle on the run of its config, which
+// starts with the first Start and stops with the last Shutdown.
+type sharer struct {
+	*sharedcomponent.Sharer[*run]
+}
+
+// Stats returns the run's counters; a bench can type-assert a created
+// receiver to interface{ Stats() *Stats }.
+func (s sharer) Stats() *Stats { return s.Unwrap().Stats() }
+
+// get returns a handle on the run shared by cfg's signals, creating the run
+// on first use.
+func (f *factory) get(set receiver.Settings, cfg *Config) (*run, sharer, error) {
+	s, err := f.runs.LoadOrStore(cfg, func() (*run, error) { return newRun(set, cfg, f.stats) })
 	if err != nil {
-		return nil, err
+		return nil, sharer{}, err
 	}
-	f.runs[cfg] = g
-	return g, nil
+	return s.Unwrap(), sharer{s.Sharer()}, nil
 }
 
 func (f *factory) createTraces(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Traces) (receiver.Traces, error) {
-	g, err := f.get(set, cfg.(*Config))
+	g, h, err := f.get(set, cfg.(*Config))
 	if err != nil {
 		return nil, err
 	}
 	g.mu.Lock()
 	g.traces = next
 	g.mu.Unlock()
-	return g, nil
+	return h, nil
 }
 
 func (f *factory) createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
-	g, err := f.get(set, cfg.(*Config))
+	g, h, err := f.get(set, cfg.(*Config))
 	if err != nil {
 		return nil, err
 	}
 	g.mu.Lock()
 	g.metrics = next
 	g.mu.Unlock()
-	return g, nil
+	return h, nil
 }
 
 func (f *factory) createLogs(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Logs) (receiver.Logs, error) {
-	g, err := f.get(set, cfg.(*Config))
+	g, h, err := f.get(set, cfg.(*Config))
 	if err != nil {
 		return nil, err
 	}
 	g.mu.Lock()
 	g.logs = next
 	g.mu.Unlock()
-	return g, nil
+	return h, nil
 }

@@ -27,14 +27,13 @@ var errStop = errors.New("loadgen: stop")
 // run is one loadgen receiver. The Collector creates a receiver per signal;
 // all three share one run (keyed by config, like core's otlpreceiver), so
 // one workload feeds traces, metrics and logs with one rate limit and one
-// Stats. The first Start starts it and the first Shutdown stops it for every
-// signal: the Collector shuts all receivers down together.
+// Stats. The first signal's Start starts it and the last one's Shutdown stops
+// it (see factory.go: the signals share it through sharedcomponent).
 type run struct {
-	cfg     *Config
-	logger  *zap.Logger
-	obs     *receiverhelper.ObsReport
-	stats   *Stats
-	release func() // forgets the run in its factory
+	cfg    *Config
+	logger *zap.Logger
+	obs    *receiverhelper.ObsReport
+	stats  *Stats
 
 	mu      sync.Mutex
 	traces  consumer.Traces
@@ -61,7 +60,7 @@ var (
 	_ receiver.Logs    = (*run)(nil)
 )
 
-func newRun(set receiver.Settings, cfg *Config, stats *Stats, release func()) (*run, error) {
+func newRun(set receiver.Settings, cfg *Config, stats *Stats) (*run, error) {
 	obs, err := receiverhelper.NewObsReport(receiverhelper.ObsReportSettings{
 		ReceiverID:             set.ID,
 		Transport:              "loadgen",
@@ -73,7 +72,7 @@ func newRun(set receiver.Settings, cfg *Config, stats *Stats, release func()) (*
 	if stats == nil {
 		stats = NewStats()
 	}
-	return &run{cfg: cfg, logger: set.Logger, obs: obs, stats: stats, release: release}, nil
+	return &run{cfg: cfg, logger: set.Logger, obs: obs, stats: stats}, nil
 }
 
 // Stats returns the run's counters; a bench can type-assert a created
@@ -109,7 +108,6 @@ func (g *run) Shutdown(ctx context.Context) error {
 	g.stopped = true
 	cancel := g.cancel
 	g.mu.Unlock()
-	g.release()
 	if cancel == nil {
 		g.stats.finish() // never started: nothing will be generated
 		return nil

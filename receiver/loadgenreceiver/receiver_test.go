@@ -170,6 +170,25 @@ func TestShutdownWithoutStart(t *testing.T) {
 	require.NoError(t, r.Shutdown(context.Background()))
 }
 
+// The Collector shuts each signal's receiver down in turn: generation stops
+// with the last, as the exporter's shared client does, not with the first.
+func TestGenerationStopsWithTheLastShutdown(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users, cfg.Concurrency = 1_000_000, 2
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), consumertest.NewNop(), consumertest.NewNop(), consumertest.NewNop())
+	require.Eventually(t, func() bool { return stats.Spans.Load() > 1000 }, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, comps[0].Shutdown(context.Background()))
+	require.NoError(t, comps[1].Shutdown(context.Background()))
+	assert.False(t, stats.Finished(), "a signal still runs")
+	before := stats.Snapshot().Items()
+	require.Eventually(t, func() bool { return stats.Snapshot().Items() > before }, 5*time.Second, 5*time.Millisecond,
+		"generation goes on until the last Shutdown")
+	require.NoError(t, comps[2].Shutdown(context.Background()))
+	assert.True(t, stats.Finished())
+}
+
 func TestShutdownDuringGenerationIsPrompt(t *testing.T) {
 	stats := NewStats()
 	f := NewFactoryWithStats(stats)
@@ -181,14 +200,16 @@ func TestShutdownDuringGenerationIsPrompt(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	require.NoError(t, comps[0].Shutdown(ctx), "the first Shutdown stops every signal")
+	for _, c := range comps {
+		require.NoError(t, c.Shutdown(ctx))
+	}
 	assert.Less(t, time.Since(began), 2*time.Second)
 	assert.True(t, stats.Finished())
 	after := stats.Snapshot().Items()
 	time.Sleep(50 * time.Millisecond)
 	assert.Equal(t, after, stats.Snapshot().Items(), "nothing is sent after Shutdown")
 	assert.Less(t, after, int64(cfg.Users*cfg.EventsPerUser))
-	shutdownAll(t, comps) // the other signals' Shutdown is a no-op
+	shutdownAll(t, comps) // a second Shutdown is a no-op
 }
 
 func TestRateAndDurationRoughlyHonoured(t *testing.T) {
@@ -242,15 +263,17 @@ func TestFactory(t *testing.T) {
 	require.NoError(t, err)
 	lr, err := f.CreateLogs(ctx, set, cfg, consumertest.NewNop())
 	require.NoError(t, err)
-	assert.Same(t, tr, lr, "one config, one shared run")
+	runOf := func(r component.Component) *Stats { return r.(interface{ Stats() *Stats }).Stats() }
+	assert.Same(t, runOf(tr), runOf(lr), "one config, one shared run")
 	other, err := f.CreateLogs(ctx, set, f.CreateDefaultConfig(), consumertest.NewNop())
 	require.NoError(t, err)
-	assert.NotSame(t, tr, other, "another config, another run")
 
 	require.NoError(t, tr.Shutdown(ctx))
+	require.NoError(t, lr.Shutdown(ctx))
 	again, err := f.CreateTraces(ctx, set, cfg, consumertest.NewNop())
 	require.NoError(t, err)
-	assert.NotSame(t, tr, again, "a shut-down run is not reused")
+	assert.NotSame(t, tr.(sharer).Unwrap(), again.(sharer).Unwrap(), "a shut-down run is not reused")
+	assert.NotSame(t, tr.(sharer).Unwrap(), other.(sharer).Unwrap(), "another config, another run")
 	require.NoError(t, again.Shutdown(ctx))
 	require.NoError(t, other.Shutdown(ctx))
 
@@ -310,7 +333,7 @@ func runRecorded(t *testing.T, cfg Config) ([]string, *observer.ObservedLogs) {
 	require.NoError(t, err)
 	lr, err := f.CreateLogs(ctx, set, &cfg, lc)
 	require.NoError(t, err)
-	tr.(*run).epoch = testStart // the same timestamps in both runs
+	tr.(sharer).Unwrap().epoch = testStart // the same timestamps in both runs
 	comps := []component.Component{tr, mr, lr}
 	for _, c := range comps {
 		require.NoError(t, c.Start(ctx, componenttest.NewNopHost()))

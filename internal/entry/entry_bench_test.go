@@ -1,0 +1,66 @@
+package entry_test
+
+import (
+	"io"
+	"testing"
+
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/rows/rowstest"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
+)
+
+// BenchmarkEntry is the entry format's own cost per span on the bench's
+// spans: writing an entry (raw or S2) from an encoded batch, and reading it
+// back, into a batch (AddTo) or as a COPY stream (Entries).
+func BenchmarkEntry(b *testing.B) {
+	var enc rows.Batch
+	enc.AddTraces(rowstest.BenchTraces())
+	perSpan := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rowstest.ItemsPerOp), "ns/span")
+	}
+	for _, c := range []struct {
+		name     string
+		compress bool
+	}{{"raw", false}, {"s2", true}} {
+		ent, err := entry.Append(nil, &enc, c.compress)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("op=append/codec="+c.name, func(b *testing.B) {
+			buf := make([]byte, 0, len(ent))
+			b.ReportAllocs()
+			for b.Loop() {
+				if buf, err = entry.Append(buf[:0], &enc, c.compress); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perSpan(b)
+		})
+		b.Run("op=add/codec="+c.name, func(b *testing.B) {
+			var dst rows.Batch
+			b.ReportAllocs()
+			for b.Loop() {
+				dst.Reset()
+				if err := entry.AddTo(&dst, ent); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perSpan(b)
+		})
+		b.Run("op=stream/codec="+c.name, func(b *testing.B) {
+			var s entry.Entries
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Reset(tables.DefaultLayout())
+				if err := s.Add(ent); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(io.Discard, s.TableReader(tables.IdxSpans)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perSpan(b)
+		})
+	}
+}

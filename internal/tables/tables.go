@@ -1,0 +1,114 @@
+package tables
+
+// Kind is a column's PostgreSQL type, as the row writers encode it. The
+// writer needs it only off the hot path: to shrink a row over the size limit
+// and to render a refused row as JSON.
+type Kind uint8
+
+// Column kinds.
+const (
+	KindTimestamptz  Kind = iota + 1
+	KindInt16             // smallint
+	KindInt32             // integer
+	KindInt64             // bigint, and span ids (8 bytes, same bits)
+	KindFloat64           // double precision
+	KindBool              // boolean
+	KindUUID              // uuid: trace ids
+	KindText              // text
+	KindJSONB             // jsonb
+	KindInt64Array        // bigint[]
+	KindFloat64Array      // double precision[]
+)
+
+// Table describes one destination table: its name, its columns in the order
+// the row writers emit them, and their kinds.
+type Table struct {
+	Name    string
+	Signal  string // traces, logs or metrics
+	Columns []string
+	Kinds   []Kind
+}
+
+// Table indexes: a rows.Batch holds one encoder per table.
+const (
+	IdxSpans = iota
+	IdxLogs
+	IdxGauge
+	IdxSum
+	IdxHistogram
+	IdxExpHistogram
+	IdxSummary
+	NumTables
+)
+
+type column struct {
+	name string
+	kind Kind
+}
+
+// contextColumns end every table: the instrumentation scope and the resource.
+var contextColumns = []column{
+	{"scope_name", KindText}, {"scope_version", KindText},
+	{"resource_attributes", KindJSONB}, {"scope_attributes", KindJSONB},
+	{"resource_dropped_attributes_count", KindInt32}, {"scope_dropped_attributes_count", KindInt32},
+	{"resource_schema_url", KindText}, {"scope_schema_url", KindText},
+}
+
+// metricColumns start every metric table.
+var metricColumns = []column{
+	{"time", KindTimestamptz}, {"time_frac_ns", KindInt16},
+	{"start_time", KindTimestamptz}, {"start_time_frac_ns", KindInt16},
+	{"service_name", KindText}, {"metric_name", KindText}, {"description", KindText}, {"unit", KindText},
+	{"metric_metadata", KindJSONB}, {"attributes", KindJSONB}, {"exemplars", KindJSONB}, {"flags", KindInt32},
+}
+
+func table(name, signal string, parts ...[]column) Table {
+	t := Table{Name: name, Signal: signal}
+	for _, p := range parts {
+		for _, c := range p {
+			t.Columns = append(t.Columns, c.name)
+			t.Kinds = append(t.Kinds, c.kind)
+		}
+	}
+	return t
+}
+
+// Tables lists every table, indexed by the Idx constants.
+var Tables = [NumTables]Table{
+	IdxSpans: table("spans", "traces", []column{
+		{"start_time", KindTimestamptz}, {"start_time_frac_ns", KindInt16},
+		{"end_time", KindTimestamptz}, {"duration_ns", KindInt64},
+		{"trace_id", KindUUID}, {"span_id", KindInt64}, {"parent_span_id", KindInt64},
+		{"trace_state", KindText}, {"flags", KindInt32},
+		{"service_name", KindText}, {"span_name", KindText}, {"span_kind", KindText},
+		{"status_code", KindText}, {"status_message", KindText},
+		{"span_attributes", KindJSONB}, {"events", KindJSONB}, {"links", KindJSONB},
+		{"dropped_attributes_count", KindInt32}, {"dropped_events_count", KindInt32}, {"dropped_links_count", KindInt32},
+	}, contextColumns),
+	IdxLogs: table("logs", "logs", []column{
+		{"timestamp", KindTimestamptz}, {"timestamp_frac_ns", KindInt16},
+		{"observed_timestamp", KindTimestamptz}, {"observed_timestamp_frac_ns", KindInt16},
+		{"trace_id", KindUUID}, {"span_id", KindInt64}, {"flags", KindInt32},
+		{"severity_number", KindInt32}, {"severity_text", KindText},
+		{"service_name", KindText}, {"body", KindJSONB}, {"event_name", KindText},
+		{"log_attributes", KindJSONB}, {"dropped_attributes_count", KindInt32},
+	}, contextColumns),
+	IdxGauge: table("metrics_gauge", "metrics", metricColumns,
+		[]column{{"value", KindFloat64}, {"value_int", KindInt64}}, contextColumns),
+	IdxSum: table("metrics_sum", "metrics", metricColumns,
+		[]column{{"value", KindFloat64}, {"value_int", KindInt64}, {"is_monotonic", KindBool},
+			{"aggregation_temporality", KindText}}, contextColumns),
+	IdxHistogram: table("metrics_histogram", "metrics", metricColumns,
+		[]column{{"count", KindInt64}, {"sum", KindFloat64}, {"min", KindFloat64}, {"max", KindFloat64},
+			{"bucket_counts", KindInt64Array}, {"explicit_bounds", KindFloat64Array},
+			{"aggregation_temporality", KindText}}, contextColumns),
+	IdxExpHistogram: table("metrics_exponential_histogram", "metrics", metricColumns,
+		[]column{{"count", KindInt64}, {"sum", KindFloat64}, {"min", KindFloat64}, {"max", KindFloat64},
+			{"scale", KindInt32}, {"zero_count", KindInt64}, {"zero_threshold", KindFloat64},
+			{"positive_offset", KindInt32}, {"positive_bucket_counts", KindInt64Array},
+			{"negative_offset", KindInt32}, {"negative_bucket_counts", KindInt64Array},
+			{"aggregation_temporality", KindText}}, contextColumns),
+	IdxSummary: table("metrics_summary", "metrics", metricColumns,
+		[]column{{"count", KindInt64}, {"sum", KindFloat64},
+			{"quantiles", KindFloat64Array}, {"quantile_values", KindFloat64Array}}, contextColumns),
+}
