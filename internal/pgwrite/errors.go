@@ -72,7 +72,7 @@ func Classify(err error) Class {
 		return Permanent
 	case errors.Is(err, entry.ErrMalformed):
 		return Data
-	case errors.Is(err, schema.ErrNewerSchema), errors.Is(err, schema.ErrMissing),
+	case errors.Is(err, schema.ErrNewerSchema), errors.Is(err, schema.ErrForeignSchema), errors.Is(err, schema.ErrMissing),
 		errors.Is(err, schema.ErrColumnType), errors.Is(err, schema.ErrNoCitus):
 		return Config
 	}

@@ -107,6 +107,37 @@ func lockKey(schemaName string) int64 {
 // ErrNewerSchema is returned when the database was migrated by a newer binary.
 var ErrNewerSchema = errors.New("schema is newer than this postgrescopy")
 
+// ErrForeignSchema is returned when the schema's recorded migrations are not
+// this binary's (a pre-release build's, or another program's schema_version):
+// applying the next migration on top could only break it.
+var ErrForeignSchema = errors.New("schema was not made by this postgrescopy's migrations")
+
+// checkApplied compares the migrations recorded in vt with this binary's
+// of the same versions.
+func checkApplied(ctx context.Context, tx pgx.Tx, vt, q string) error {
+	known := map[int]string{}
+	for _, m := range Migrations() {
+		known[m.Version] = m.Name
+	}
+	rows, err := tx.Query(ctx, "SELECT version, name FROM "+vt+" ORDER BY version")
+	if err != nil {
+		return fmt.Errorf("read %s: %w", vt, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		var name string
+		if err := rows.Scan(&v, &name); err != nil {
+			return fmt.Errorf("read %s: %w", vt, err)
+		}
+		if want, ok := known[v]; ok && want != name {
+			return fmt.Errorf("%w: %s records migration %d as %q where this binary has %q (made by a pre-release build?): "+
+				"drop it (DROP SCHEMA %s CASCADE) or set schema to another name", ErrForeignSchema, q, v, name, want, q)
+		}
+	}
+	return rows.Err()
+}
+
 // ErrMissing is a schema without the tables or columns this binary writes,
 // or at an older version (create_schema: false).
 var ErrMissing = errors.New("schema is missing tables or columns")
@@ -145,6 +176,9 @@ func MigrateTo(ctx context.Context, conn *pgx.Conn, schemaName string, target in
 			return fmt.Errorf("read %s: %w", vt, err)
 		}
 		res.To = res.From
+		if err := checkApplied(ctx, tx, vt, q); err != nil {
+			return err
+		}
 		latest := Latest()
 		if res.From > latest {
 			return fmt.Errorf("%w: %s is at version %d, this binary knows up to %d; upgrade the collector", ErrNewerSchema, q, res.From, latest)

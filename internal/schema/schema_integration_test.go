@@ -325,3 +325,27 @@ func TestLeastPrivilegeWriter(t *testing.T) {
 	_, err = conn.Exec(ctx, q(name, `DELETE FROM S.spans`))
 	require.ErrorContains(t, err, "permission denied")
 }
+
+// TestPreReleaseSchemaIsRefused: a schema a pre-release build migrated (its
+// schema_version names other migrations, e.g. 001_tables.sql) is refused
+// with the fix, never taken as this binary's version 1 and built upon.
+func TestPreReleaseSchemaIsRefused(t *testing.T) {
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{name}.Sanitize())
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, q(name, `CREATE TABLE S.schema_version (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now());
+		INSERT INTO S.schema_version (version, name) VALUES (1, '001_tables.sql')`))
+	require.NoError(t, err)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = schema.Migrate(ctx, conn.Conn(), name)
+	require.ErrorIs(t, err, schema.ErrForeignSchema)
+	assert.ErrorContains(t, err, "DROP SCHEMA")
+	var versions int
+	require.NoError(t, pool.QueryRow(ctx, q(name, "SELECT count(*) FROM S.schema_version")).Scan(&versions))
+	assert.Equal(t, 1, versions, "nothing was applied on top")
+}
