@@ -428,41 +428,16 @@ func (r *result) ok() bool {
 // (a byte per span handed out) rather than in a map.
 func (s *soak) check(ctx context.Context, log []request, handedOut uint64) (*result, error) {
 	r := &result{}
-	seen := make([]uint8, handedOut+1)
-	rows, err := s.pool.Query(ctx, "SELECT span_id FROM "+s.spansTable())
-	if err != nil {
-		return nil, err
-	}
 	example := func(format string, args ...any) {
 		if len(r.examples) < 10 {
 			r.examples = append(r.examples, fmt.Sprintf(format, args...))
 		}
 	}
-	for rows.Next() {
-		var id *int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		r.rows++
-		if id == nil {
-			r.unexpected++
-			example("a row with a NULL span_id")
-			continue
-		}
-		k := uint64(*id) &^ (1 << 63)
-		if k == 0 || k > handedOut || spanID(k) != uint64(*id) {
-			r.unexpected++
-			example("span %016x stored but never sent", uint64(*id))
-			continue
-		}
-		if seen[k] < 255 {
-			seen[k]++
-		}
-	}
-	if err := rows.Err(); err != nil {
+	seen, st, err := readSpanIDs(ctx, s.pool, s.spansTable(), handedOut, example)
+	if err != nil {
 		return nil, err
 	}
+	r.rows, r.unexpected = st.rows, st.unexpected
 	for _, q := range log {
 		r.requests++
 		if q.acked {

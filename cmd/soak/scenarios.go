@@ -378,39 +378,16 @@ type tally struct {
 func (e *env) tally(ctx context.Context, ld *load, atRisk func(request) bool) (*tally, error) {
 	t := &tally{}
 	handedOut := ld.spans.Load()
-	seen := make([]uint8, handedOut+1)
-	rows, err := e.pool.Query(ctx, "SELECT span_id FROM "+e.table("spans"))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", e.table("spans"), err)
-	}
 	example := func(format string, args ...any) {
 		if len(t.examples) < 5 {
 			t.examples = append(t.examples, fmt.Sprintf(format, args...))
 		}
 	}
-	for rows.Next() {
-		var id *int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if id == nil {
-			t.unexpected++
-			continue
-		}
-		k := uint64(*id) &^ (1 << 63)
-		if k == 0 || k > handedOut || spanID(k) != uint64(*id) {
-			t.unexpected++
-			example("span %016x stored but never sent", uint64(*id))
-			continue
-		}
-		if seen[k] < 255 {
-			seen[k]++
-		}
-	}
-	if err := rows.Err(); err != nil {
+	seen, st, err := readSpanIDs(ctx, e.pool, e.table("spans"), handedOut, example)
+	if err != nil {
 		return nil, err
 	}
+	t.unexpected = st.unexpected
 	for _, q := range ld.log {
 		if q.acked {
 			t.acked += int64(q.n)
@@ -564,4 +541,47 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// spanIDStats is what readSpanIDs counted besides the per-span tally.
+type spanIDStats struct {
+	rows       int64 // rows read
+	unexpected int64 // rows whose span id is NULL or was never handed out
+}
+
+// readSpanIDs reads every stored span id of table once and counts each of
+// the handedOut ids the load generated. Ids come from a counter, so the
+// counts live in a slice indexed by it (a byte per span handed out) rather
+// than in a map.
+func readSpanIDs(ctx context.Context, pool *pgxpool.Pool, table string, handedOut uint64,
+	example func(format string, args ...any)) ([]uint8, spanIDStats, error) {
+	var st spanIDStats
+	seen := make([]uint8, handedOut+1)
+	rows, err := pool.Query(ctx, "SELECT span_id FROM "+table)
+	if err != nil {
+		return nil, st, fmt.Errorf("read %s: %w", table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id *int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, st, err
+		}
+		st.rows++
+		if id == nil {
+			st.unexpected++
+			example("a row with a NULL span_id")
+			continue
+		}
+		k := uint64(*id) &^ (1 << 63)
+		if k == 0 || k > handedOut || spanID(k) != uint64(*id) {
+			st.unexpected++
+			example("span %016x stored but never sent", uint64(*id))
+			continue
+		}
+		if seen[k] < 255 {
+			seen[k]++
+		}
+	}
+	return seen, st, rows.Err()
 }
