@@ -123,6 +123,8 @@ func TestMetadataTelemetryIsEmitted(t *testing.T) {
 	tb.PostgrescopyRedisLostEntries.Add(ctx, 1)
 	_, err = tb.RegisterStreamGauges(func(yield func(string, int64, int64, int64)) { yield("traces", 1, 1, 1) })
 	require.NoError(t, err)
+	_, err = tb.RegisterDurabilityGauge(func() (int64, string) { return 1, "volatile" })
+	require.NoError(t, err)
 
 	for name := range readMetadata(t).Telemetry.Metrics {
 		_, err := tel.GetMetric("otelcol_" + name)

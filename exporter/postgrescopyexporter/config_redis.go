@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configtls"
+
+	"github.com/postgrescopy/postgrescopy/internal/coord"
 )
 
 // RedisConfig turns on Redis coordination: Consume hands each request to a
@@ -66,6 +68,21 @@ type RedisConfig struct {
 	// max_pending_bytes, and every byte not sent costs Redis, the network and
 	// the collector less.
 	Compression string `mapstructure:"compression"`
+	// require_durability is the least durability the Redis must offer, as
+	// read from INFO persistence and CONFIG GET at start: "none" (default,
+	// also ""), "aof_everysec" (AOF fsynced at least every second) or
+	// "aof_always" (AOF fsynced before every reply). Below it the collector
+	// refuses to start: in Redis mode Redis holds the only copy of an
+	// acknowledged request until its rows are committed.
+	RequireDurability string `mapstructure:"require_durability"`
+}
+
+// requireDurabilityLevels are redis::require_durability's values.
+var requireDurabilityLevels = map[string]coord.Durability{
+	"":             coord.DurabilityUnknown,
+	"none":         coord.DurabilityUnknown,
+	"aof_everysec": coord.DurabilityEverySec,
+	"aof_always":   coord.DurabilityAlways,
 }
 
 // Entry compressions.
@@ -103,6 +120,9 @@ func (rc *RedisConfig) Validate() error {
 	}
 	if rc.Compression != compressionS2 && rc.Compression != compressionNone {
 		errs = errors.Join(errs, fmt.Errorf(`"compression" must be "s2" or "none", got %q`, rc.Compression))
+	}
+	if _, ok := requireDurabilityLevels[rc.RequireDurability]; !ok {
+		errs = errors.Join(errs, fmt.Errorf(`"require_durability" must be one of "none", "aof_everysec", "aof_always", got %q`, rc.RequireDurability))
 	}
 	if rc.MaxRows < 1 {
 		errs = errors.Join(errs, fmt.Errorf(`"max_rows" must be positive, got %d`, rc.MaxRows))

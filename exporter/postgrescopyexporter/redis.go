@@ -53,6 +53,17 @@ type redisSide struct {
 	// epochs holds each signal's epoch marker as last seen: one that
 	// vanishes or changes means Redis lost the stream.
 	epochs map[string]string
+	// durability as last read; durabilityRead once it was.
+	durability     coord.Durability
+	durabilityRead bool
+	durReg         metric.Registration
+}
+
+// observeDurability returns the durability last read, for the gauge.
+func (rs *redisSide) observeDurability() (int64, string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return int64(rs.durability), rs.durability.String()
 }
 
 func defaultConsumerName() string {
@@ -111,6 +122,11 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 		return err
 	}
 	rs.reg = reg
+	if rs.durReg, err = c.tel.RegisterDurabilityGauge(rs.observeDurability); err != nil {
+		_ = rs.reg.Unregister()
+		_ = rs.rdb.Close()
+		return err
+	}
 	c.redis = rs
 	bounds := coord.Bounds{MaxBytes: rc.MaxPendingBytes, MaxEntries: rc.MaxPendingEntries}
 	fc := flush.Config{
@@ -248,6 +264,7 @@ func (c *client) maintainRedis(ctx context.Context) {
 				}
 			}
 		}
+		c.rereadDurability(ctx, rs)
 		if time.Since(lastConsumers) >= consumerPruneEvery {
 			lastConsumers = time.Now()
 			for _, s := range rs.adders {
@@ -284,6 +301,9 @@ func (c *client) stopRedis() {
 	}
 	if c.redis.reg != nil {
 		_ = c.redis.reg.Unregister()
+	}
+	if c.redis.durReg != nil {
+		_ = c.redis.durReg.Unregister()
 	}
 	_ = c.redis.rdb.Close()
 }

@@ -64,8 +64,7 @@ func (c *client) checkRedis(ctx context.Context, rs *redisSide, opt *redis.Optio
 		}
 	}
 	if err == nil {
-		c.logDurability(cctx, rs)
-		return nil
+		return c.logDurability(cctx, rs)
 	}
 	if isAuthError(err) {
 		return redactErr(fmt.Errorf("postgrescopy: %s refused the credentials: %w; set redis::username and redis::password "+
@@ -195,9 +194,11 @@ func redactErr(err error, secret string) error {
 }
 
 // logDurability says at start what an acknowledged request risks with this
-// Redis: until its rows are committed, Redis holds the only copy.
-func (c *client) logDurability(ctx context.Context, rs *redisSide) {
+// Redis: until its rows are committed, Redis holds the only copy. Below
+// redis::require_durability it returns the error that fails the start.
+func (c *client) logDurability(ctx context.Context, rs *redisSide) error {
 	d, err := coord.ReadDurability(ctx, rs.rdb)
+	rs.setDurability(d, err)
 	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("durability", d.String()), zap.String("risk", d.Risk())}
 	switch {
 	case err != nil:
@@ -209,4 +210,63 @@ func (c *client) logDurability(ctx context.Context, rs *redisSide) {
 		c.logger.Warn("Redis persistence does not keep every acknowledged request through a crash; "+
 			"use appendonly yes with appendfsync always for none lost", fields...)
 	}
+	return rs.belowRequired(d, err)
+}
+
+// setDurability records what was read, for the gauge; a failed read leaves
+// the last value.
+func (rs *redisSide) setDurability(d coord.Durability, err error) (was coord.Durability, changed bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if err != nil {
+		return rs.durability, false
+	}
+	was, changed = rs.durability, rs.durabilityRead && rs.durability != d
+	rs.durability, rs.durabilityRead = d, true
+	return was, changed
+}
+
+// belowRequired says what is wrong when d (read with err) is below
+// redis::require_durability, and how to fix it.
+func (rs *redisSide) belowRequired(d coord.Durability, err error) error {
+	want := requireDurabilityLevels[rs.rc.RequireDurability]
+	if want == coord.DurabilityUnknown || (err == nil && d >= want) {
+		return nil
+	}
+	fix := "appendonly yes and appendfsync everysec"
+	if want == coord.DurabilityAlways {
+		fix = "appendonly yes and appendfsync always"
+	}
+	if err != nil {
+		return fmt.Errorf("postgrescopy: redis::require_durability is %q but the persistence settings of redis::endpoint %s cannot be read: %w; "+
+			"let this user run INFO persistence and CONFIG GET, or lower redis::require_durability", rs.rc.RequireDurability, rs.addr, err)
+	}
+	return fmt.Errorf("postgrescopy: redis::require_durability is %q but redis::endpoint %s offers %q (%s); "+
+		"set %s on that Redis (redis.conf, or CONFIG SET then CONFIG REWRITE), or lower redis::require_durability",
+		rs.rc.RequireDurability, rs.addr, d.String(), d.Risk(), fix)
+}
+
+// rereadDurability re-reads the durability while running, logs a change
+// and, when it fell below redis::require_durability, says so as an error:
+// requests are still acknowledged (refusing them all would lose them too).
+func (c *client) rereadDurability(ctx context.Context, rs *redisSide) {
+	d, err := coord.ReadDurability(ctx, rs.rdb)
+	was, changed := rs.setDurability(d, err)
+	if err != nil && ctx.Err() == nil {
+		c.logger.Debug("re-reading Redis persistence settings failed", zap.Error(err))
+	}
+	if !changed {
+		return
+	}
+	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("durability", d.String()),
+		zap.String("was", was.String()), zap.String("risk", d.Risk())}
+	if below := rs.belowRequired(d, nil); below != nil {
+		c.logger.Error("Redis persistence changed below redis::require_durability", append(fields, zap.Error(below))...)
+		return
+	}
+	if d < was {
+		c.logger.Warn("Redis persistence changed", fields...)
+		return
+	}
+	c.logger.Info("Redis persistence changed", fields...)
 }

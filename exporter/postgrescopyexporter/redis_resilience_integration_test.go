@@ -294,3 +294,84 @@ func TestInMemoryQueueIsSaidAtStart(t *testing.T) {
 	_, _, logs := startObservedTraces(t, cfg)
 	assert.Equal(t, 1, logs.FilterMessageSnippet("sending_queue is in memory").Len())
 }
+
+// durabilityGauge returns postgrescopy_redis_durability's value and its
+// durability attribute, or -1 without a point.
+func durabilityGauge(tel *componenttest.Telemetry) (int64, string) {
+	m, err := tel.GetMetric("otelcol_postgrescopy_redis_durability")
+	if err != nil {
+		return -1, ""
+	}
+	for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+		v, _ := dp.Attributes.Value("durability")
+		return dp.Value, v.AsString()
+	}
+	return -1, ""
+}
+
+// TestRedisDurabilityGaugeFollowsTheServer: the durability is exported as a
+// gauge and re-read while running: turning AOF on is seen and logged.
+func TestRedisDurabilityGaugeFollowsTheServer(t *testing.T) {
+	shortStats(t)
+	rs := startRedisServer(t, "")
+	cfg, _ := testConfig(t)
+	cfg = withRedis(cfg, "pgct-durgauge", "d")
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	_, tel, logs := startObservedTraces(t, cfg)
+	v, name := durabilityGauge(tel)
+	assert.Equal(t, int64(coord.DurabilityVolatile), v)
+	assert.Equal(t, "volatile", name)
+
+	rdb := rs.client(t)
+	require.NoError(t, rdb.ConfigSet(context.Background(), "appendonly", "yes").Err())
+	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err())
+	require.Eventually(t, func() bool {
+		_, name := durabilityGauge(tel)
+		return name == "aof_everysec"
+	}, 10*time.Second, 50*time.Millisecond)
+	v, _ = durabilityGauge(tel)
+	assert.Equal(t, int64(coord.DurabilityEverySec), v)
+	changed := logs.FilterMessageSnippet("Redis persistence changed").All()
+	require.Len(t, changed, 1)
+	assert.Equal(t, "volatile", changed[0].ContextMap()["was"])
+	assert.Equal(t, "aof_everysec", changed[0].ContextMap()["durability"])
+}
+
+// TestRedisRequireDurabilityRefusesAWeakerRedis: with
+// redis::require_durability the collector does not start on a Redis that
+// offers less, and says what it offers and how to fix it.
+func TestRedisRequireDurabilityRefusesAWeakerRedis(t *testing.T) {
+	rs := startRedisServer(t, "")
+	start := func(level string) error {
+		cfg, _ := testConfig(t)
+		cfg = withRedis(cfg, "pgct-durreq", "d")
+		cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+		cfg.Redis.Get().RequireDurability = level
+		te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+		require.NoError(t, err)
+		err = te.Start(context.Background(), componenttest.NewNopHost())
+		require.NoError(t, te.Shutdown(context.Background()))
+		return err
+	}
+	err := start("aof_everysec")
+	require.Error(t, err)
+	t.Log(err)
+	for _, want := range []string{"redis::require_durability", `"aof_everysec"`, `"volatile"`, "appendonly yes", rs.addr()} {
+		assert.Contains(t, err.Error(), want)
+	}
+	assert.NoError(t, start("none"))
+	assert.NoError(t, start(""))
+
+	rdb := rs.client(t)
+	require.NoError(t, rdb.ConfigSet(context.Background(), "appendonly", "yes").Err())
+	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err())
+	assert.NoError(t, start("aof_everysec"))
+	err = start("aof_always")
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), `offers "aof_everysec"`)
+	assert.Contains(t, err.Error(), "appendfsync always")
+
+	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "always").Err())
+	assert.NoError(t, start("aof_always"))
+}

@@ -103,3 +103,20 @@ func (tb *TelemetryBuilder) RegisterStreamGauges(observe func(yield func(signal 
 		return nil
 	}, entries, pending, bytes)
 }
+
+// RegisterDurabilityGauge reports the Redis durability last read: observe
+// returns its level (weakest first, 0 for unknown) and its name, the
+// durability attribute. It must not block.
+func (tb *TelemetryBuilder) RegisterDurabilityGauge(observe func() (level int64, name string)) (metric.Registration, error) {
+	g, err := tb.meter.Int64ObservableGauge("otelcol_postgrescopy_redis_durability",
+		metric.WithDescription("What Redis offers an acknowledged request, as last read from INFO persistence and CONFIG GET: 0 unknown, 1 volatile, 2 rdb_snapshots, 3 aof, 4 aof_everysec, 5 aof_always; the durability attribute names it."),
+		metric.WithUnit("1"))
+	if err != nil {
+		return nil, err
+	}
+	return tb.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		level, name := observe()
+		o.ObserveInt64(g, level, metric.WithAttributes(attribute.String("durability", name)))
+		return nil
+	}, g)
+}
