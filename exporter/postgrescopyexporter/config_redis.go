@@ -75,6 +75,14 @@ type RedisConfig struct {
 	// refuses to start: in Redis mode Redis holds the only copy of an
 	// acknowledged request until its rows are committed.
 	RequireDurability string `mapstructure:"require_durability"`
+	// min_replicas is how many replicas must hold an entry (Redis WAIT)
+	// before its request is acknowledged; fewer within replica_timeout is a
+	// retryable error, and the resent request is deduplicated by the ledger.
+	// Replication is asynchronous without it: a failover can drop what the
+	// primary acknowledged. Default 0 (no wait).
+	MinReplicas int `mapstructure:"min_replicas"`
+	// replica_timeout bounds the wait for min_replicas. Default 1s.
+	ReplicaTimeout time.Duration `mapstructure:"replica_timeout"`
 }
 
 // requireDurabilityLevels are redis::require_durability's values.
@@ -101,6 +109,7 @@ func defaultRedisConfig() RedisConfig {
 		ClaimAfter:      60 * time.Second,
 		MaxPendingBytes: 512 << 20,
 		Compression:     compressionS2,
+		ReplicaTimeout:  time.Second,
 	}
 }
 
@@ -123,6 +132,12 @@ func (rc *RedisConfig) Validate() error {
 	}
 	if _, ok := requireDurabilityLevels[rc.RequireDurability]; !ok {
 		errs = errors.Join(errs, fmt.Errorf(`"require_durability" must be one of "none", "aof_everysec", "aof_always", got %q`, rc.RequireDurability))
+	}
+	if rc.MinReplicas < 0 {
+		errs = errors.Join(errs, fmt.Errorf(`"min_replicas" must be 0 or positive, got %d`, rc.MinReplicas))
+	}
+	if rc.MinReplicas > 0 && rc.ReplicaTimeout <= 0 {
+		errs = errors.Join(errs, fmt.Errorf(`"replica_timeout" must be positive with "min_replicas", got %s`, rc.ReplicaTimeout))
 	}
 	if rc.MaxRows < 1 {
 		errs = errors.Join(errs, fmt.Errorf(`"max_rows" must be positive, got %d`, rc.MaxRows))

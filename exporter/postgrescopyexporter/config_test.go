@@ -267,6 +267,7 @@ func TestInvalidConfigs(t *testing.T) {
 		"redis_bad_workers":        `redis: "workers" must be in 1..64, got 0`,
 		"redis_bad_prefix":         `redis: "key_prefix"`,
 		"redis_bad_compression":    `redis: "compression" must be "s2" or "none", got "zstd"`,
+		"redis_bad_min_replicas":   `redis: "min_replicas" must be 0 or positive, got -1`,
 		"redis_bad_durability":     `redis: "require_durability" must be one of "none", "aof_everysec", "aof_always", got "fsync"`,
 		"redis_short_ledger":       `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
 		"partitioning_bad_premake": `partitioning: "premake" must be in 1..366, got 0`,

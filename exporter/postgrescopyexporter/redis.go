@@ -137,6 +137,7 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 	for _, sig := range signalNames {
 		keys := coord.KeysFor(rc.KeyPrefix, sig)
 		rs.adders[sig] = coord.NewStream(rs.rdb, keys, bounds, rs.consumer)
+		rs.adders[sig].RequireReplicas(rc.MinReplicas, rc.ReplicaTimeout)
 		tel := flush.Telemetry{
 			Claimed: c.tel.PostgrescopyClaimedEntries, LedgerHits: c.tel.PostgrescopyLedgerHits,
 			Undecodable: c.tel.PostgrescopyUndecodableEntries, BatchRows: c.tel.PostgrescopyBatchRows,
@@ -287,6 +288,10 @@ func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte
 	if errors.Is(err, coord.ErrBackpressure) {
 		c.tel.PostgrescopyBackpressure.Add(ctx, 1, attrs)
 		return exporterhelper.NewThrottleRetry(err, backpressureDelay)
+	}
+	if errors.Is(err, coord.ErrTooFewReplicas) {
+		return fmt.Errorf("redis %s: not acknowledged, redis::min_replicas is %d: %w; start the replicas or lower redis::min_replicas",
+			rs.addr, rs.rc.MinReplicas, err)
 	}
 	if err != nil {
 		return fmt.Errorf("redis %s: %w", rs.addr, err)

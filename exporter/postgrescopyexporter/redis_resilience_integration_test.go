@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -374,4 +375,31 @@ func TestRedisRequireDurabilityRefusesAWeakerRedis(t *testing.T) {
 
 	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "always").Err())
 	assert.NoError(t, start("aof_always"))
+}
+
+// TestRedisMinReplicasMustConfirm: with redis::min_replicas a request is
+// acknowledged only once that many replicas hold its entry; with the replica
+// gone Consume returns a retryable error naming the key, never nil.
+func TestRedisMinReplicasMustConfirm(t *testing.T) {
+	primary := startRedisServer(t, "")
+	replica := startRedisReplica(t, primary)
+	cfg, _ := testConfig(t)
+	cfg = withRedis(cfg, "pgct-minrepl", "d")
+	rc := cfg.Redis.Get()
+	rc.Endpoint = configopaque.String(primary.addr())
+	rc.MinReplicas = 1
+	rc.ReplicaTimeout = 300 * time.Millisecond
+	te, _, logs := startObservedTraces(t, cfg)
+	said := logs.FilterMessageSnippet("Redis persistence").All()
+	require.Len(t, said, 1)
+	t.Logf("%s %v", said[0].Message, said[0].ContextMap())
+	ctx := context.Background()
+	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(3, "replicated")))
+
+	replica.kill(t)
+	err := te.ConsumeTraces(ctx, makeTraces(3, "unreplicated"))
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), "redis::min_replicas")
+	assert.False(t, consumererror.IsPermanent(err), "a missing replica confirmation must be retryable")
 }

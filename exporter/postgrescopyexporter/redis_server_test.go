@@ -19,6 +19,7 @@ type redisServer struct {
 	port     int
 	dir      string
 	password string
+	extra    []string // more redis-server arguments
 	cmd      *exec.Cmd
 }
 
@@ -35,6 +36,24 @@ func startRedisServer(t *testing.T, password string) *redisServer {
 	s := &redisServer{port: port, dir: t.TempDir(), password: password}
 	s.start(t)
 	t.Cleanup(func() { s.kill(t) })
+	return s
+}
+
+// startRedisReplica starts a throwaway replica of primary and waits until
+// the primary counts it.
+func startRedisReplica(t *testing.T, primary *redisServer) *redisServer {
+	t.Helper()
+	addr := freeAddr(t)
+	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	require.NoError(t, err)
+	s := &redisServer{port: port, dir: t.TempDir(), extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.port)}}
+	s.start(t)
+	t.Cleanup(func() { s.kill(t) })
+	rdb := primary.client(t)
+	require.Eventually(t, func() bool {
+		info, err := rdb.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	}, 10*time.Second, 20*time.Millisecond, "replica on %s does not come online", s.addr())
 	return s
 }
 
@@ -55,6 +74,7 @@ func (s *redisServer) start(t *testing.T) {
 	if s.password != "" {
 		args = append(args, "--requirepass", s.password)
 	}
+	args = append(args, s.extra...)
 	s.cmd = exec.Command("redis-server", args...)
 	require.NoError(t, s.cmd.Start())
 	rdb := redis.NewClient(&redis.Options{Addr: s.addr(), Password: s.password, MaxRetries: -1})

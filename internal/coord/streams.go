@@ -81,6 +81,21 @@ type Stream struct {
 	keys     Keys
 	bounds   Bounds
 	consumer string
+	// replicas must hold an entry, within replicaTimeout, before AddEntry
+	// returns it; 0 = no wait.
+	replicas       int
+	replicaTimeout time.Duration
+}
+
+// ErrTooFewReplicas: fewer replicas than required confirmed an added entry
+// in time. The entry may still be flushed: a retry adds it again under the
+// same key, and the ledger writes it once.
+var ErrTooFewReplicas = errors.New("too few replicas confirmed the entry")
+
+// RequireReplicas makes AddEntry wait (Redis WAIT) until n replicas hold
+// each entry, for at most timeout.
+func (s *Stream) RequireReplicas(n int, timeout time.Duration) {
+	s.replicas, s.replicaTimeout = n, timeout
 }
 
 // NewStream binds a client to a signal's keys for the named consumer.
@@ -164,13 +179,41 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 	// MULTI/EXEC keeps the bytes counter exact: an ack between a bare XADD
 	// and its INCRBY would subtract bytes not yet counted, and the ack
 	// script's clamp at zero would then leave the counter too high.
-	_, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		xadd = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.Stream, Values: values})
-		pipe.IncrBy(ctx, s.keys.Bytes, int64(len(payload)))
+	add := func(c redis.Cmdable) error {
+		_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			xadd = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.Stream, Values: values})
+			pipe.IncrBy(ctx, s.keys.Bytes, int64(len(payload)))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("xadd %s: %w", s.keys.Stream, err)
+		}
+		return nil
+	}
+	if s.replicas <= 0 {
+		if err := add(s.rdb); err != nil {
+			return "", err
+		}
+		return xadd.Val(), nil
+	}
+	// WAIT counts the writes of its own connection: Watch without keys holds
+	// one connection for the add and the wait.
+	err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+		if err := add(tx); err != nil {
+			return err
+		}
+		n, err := tx.Wait(ctx, s.replicas, s.replicaTimeout).Result()
+		if err != nil {
+			return fmt.Errorf("wait for %d replicas of %s: %w", s.replicas, s.keys.Stream, err)
+		}
+		if n < int64(s.replicas) {
+			return fmt.Errorf("%w: %d of %d replicas confirmed entry %s of %s within %s",
+				ErrTooFewReplicas, n, s.replicas, xadd.Val(), s.keys.Stream, s.replicaTimeout)
+		}
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("xadd %s: %w", s.keys.Stream, err)
+		return "", err
 	}
 	return xadd.Val(), nil
 }
