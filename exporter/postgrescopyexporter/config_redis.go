@@ -71,7 +71,8 @@ type RedisConfig struct {
 	// require_durability is the least durability the Redis must offer, as
 	// read from INFO persistence and CONFIG GET at start: "none" (default,
 	// also ""), "aof_everysec" (AOF fsynced at least every second) or
-	// "aof_always" (AOF fsynced before every reply). Below it the collector
+	// "aof_always" (AOF fsynced before every reply) or "replicated" (needs
+	// min_replicas, and that many replicas connected). Below it the collector
 	// refuses to start: in Redis mode Redis holds the only copy of an
 	// acknowledged request until its rows are committed.
 	RequireDurability string `mapstructure:"require_durability"`
@@ -91,6 +92,7 @@ var requireDurabilityLevels = map[string]coord.Durability{
 	"none":         coord.DurabilityUnknown,
 	"aof_everysec": coord.DurabilityEverySec,
 	"aof_always":   coord.DurabilityAlways,
+	"replicated":   coord.DurabilityReplicated,
 }
 
 // Entry compressions.
@@ -131,10 +133,13 @@ func (rc *RedisConfig) Validate() error {
 		errs = errors.Join(errs, fmt.Errorf(`"compression" must be "s2" or "none", got %q`, rc.Compression))
 	}
 	if _, ok := requireDurabilityLevels[rc.RequireDurability]; !ok {
-		errs = errors.Join(errs, fmt.Errorf(`"require_durability" must be one of "none", "aof_everysec", "aof_always", got %q`, rc.RequireDurability))
+		errs = errors.Join(errs, fmt.Errorf(`"require_durability" must be one of "none", "aof_everysec", "aof_always", "replicated", got %q`, rc.RequireDurability))
 	}
 	if rc.MinReplicas < 0 {
 		errs = errors.Join(errs, fmt.Errorf(`"min_replicas" must be 0 or positive, got %d`, rc.MinReplicas))
+	}
+	if rc.RequireDurability == "replicated" && rc.MinReplicas < 1 {
+		errs = errors.Join(errs, errors.New(`"require_durability" "replicated" needs "min_replicas" of at least 1`))
 	}
 	if rc.MinReplicas > 0 && rc.ReplicaTimeout <= 0 {
 		errs = errors.Join(errs, fmt.Errorf(`"replica_timeout" must be positive with "min_replicas", got %s`, rc.ReplicaTimeout))

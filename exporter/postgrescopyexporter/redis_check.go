@@ -197,14 +197,14 @@ func redactErr(err error, secret string) error {
 // Redis: until its rows are committed, Redis holds the only copy. Below
 // redis::require_durability it returns the error that fails the start.
 func (c *client) logDurability(ctx context.Context, rs *redisSide) error {
-	d, err := coord.ReadDurability(ctx, rs.rdb)
+	d, err := coord.ReadDurabilityReplicated(ctx, rs.rdb, rs.rc.MinReplicas)
 	rs.setDurability(d, err)
 	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("durability", d.String()), zap.String("risk", d.Risk())}
 	switch {
 	case err != nil:
 		c.logger.Warn("cannot read Redis persistence settings; what an acknowledged request risks is unknown",
 			append(fields, zap.Error(err))...)
-	case d == coord.DurabilityAlways:
+	case d >= coord.DurabilityAlways:
 		c.logger.Info("Redis persistence", fields...)
 	default:
 		c.logger.Warn("Redis persistence does not keep every acknowledged request through a crash; "+
@@ -233,16 +233,19 @@ func (rs *redisSide) belowRequired(d coord.Durability, err error) error {
 	if want == coord.DurabilityUnknown || (err == nil && d >= want) {
 		return nil
 	}
-	fix := "appendonly yes and appendfsync everysec"
-	if want == coord.DurabilityAlways {
-		fix = "appendonly yes and appendfsync always"
+	fix := "set appendonly yes and appendfsync everysec on that Redis (redis.conf, or CONFIG SET then CONFIG REWRITE)"
+	switch want {
+	case coord.DurabilityAlways:
+		fix = "set appendonly yes and appendfsync always on that Redis (redis.conf, or CONFIG SET then CONFIG REWRITE)"
+	case coord.DurabilityReplicated:
+		fix = fmt.Sprintf("give that Redis at least redis::min_replicas (%d) connected replicas", rs.rc.MinReplicas)
 	}
 	if err != nil {
 		return fmt.Errorf("postgrescopy: redis::require_durability is %q but the persistence settings of redis::endpoint %s cannot be read: %w; "+
 			"let this user run INFO persistence and CONFIG GET, or lower redis::require_durability", rs.rc.RequireDurability, rs.addr, err)
 	}
 	return fmt.Errorf("postgrescopy: redis::require_durability is %q but redis::endpoint %s offers %q (%s); "+
-		"set %s on that Redis (redis.conf, or CONFIG SET then CONFIG REWRITE), or lower redis::require_durability",
+		"%s, or lower redis::require_durability",
 		rs.rc.RequireDurability, rs.addr, d.String(), d.Risk(), fix)
 }
 
@@ -250,7 +253,7 @@ func (rs *redisSide) belowRequired(d coord.Durability, err error) error {
 // and, when it fell below redis::require_durability, says so as an error:
 // requests are still acknowledged (refusing them all would lose them too).
 func (c *client) rereadDurability(ctx context.Context, rs *redisSide) {
-	d, err := coord.ReadDurability(ctx, rs.rdb)
+	d, err := coord.ReadDurabilityReplicated(ctx, rs.rdb, rs.rc.MinReplicas)
 	was, changed := rs.setDurability(d, err)
 	if err != nil && ctx.Err() == nil {
 		c.logger.Debug("re-reading Redis persistence settings failed", zap.Error(err))

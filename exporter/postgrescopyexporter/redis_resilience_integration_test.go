@@ -381,25 +381,46 @@ func TestRedisRequireDurabilityRefusesAWeakerRedis(t *testing.T) {
 // acknowledged only once that many replicas hold its entry; with the replica
 // gone Consume returns a retryable error naming the key, never nil.
 func TestRedisMinReplicasMustConfirm(t *testing.T) {
+	shortStats(t)
 	primary := startRedisServer(t, "")
+	config := func(level string) *Config {
+		cfg, _ := testConfig(t)
+		cfg = withRedis(cfg, "pgct-minrepl", "d")
+		rc := cfg.Redis.Get()
+		rc.Endpoint = configopaque.String(primary.addr())
+		rc.MinReplicas = 1
+		rc.ReplicaTimeout = 300 * time.Millisecond
+		rc.RequireDurability = level
+		return cfg
+	}
+	// Without its replica the primary is not "replicated".
+	te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), config("replicated"))
+	require.NoError(t, err)
+	err = te.Start(context.Background(), componenttest.NewNopHost())
+	require.NoError(t, te.Shutdown(context.Background()))
+	require.Error(t, err)
+	t.Log(err)
+	assert.Contains(t, err.Error(), `offers "volatile"`)
+	assert.Contains(t, err.Error(), "redis::min_replicas")
+
 	replica := startRedisReplica(t, primary)
-	cfg, _ := testConfig(t)
-	cfg = withRedis(cfg, "pgct-minrepl", "d")
-	rc := cfg.Redis.Get()
-	rc.Endpoint = configopaque.String(primary.addr())
-	rc.MinReplicas = 1
-	rc.ReplicaTimeout = 300 * time.Millisecond
-	te, _, logs := startObservedTraces(t, cfg)
+	te, tel, logs := startObservedTraces(t, config("replicated"))
 	said := logs.FilterMessageSnippet("Redis persistence").All()
 	require.Len(t, said, 1)
 	t.Logf("%s %v", said[0].Message, said[0].ContextMap())
+	assert.Equal(t, zapcore.InfoLevel, said[0].Level)
+	assert.Equal(t, "replicated", said[0].ContextMap()["durability"])
 	ctx := context.Background()
 	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(3, "replicated")))
 
 	replica.kill(t)
-	err := te.ConsumeTraces(ctx, makeTraces(3, "unreplicated"))
+	err = te.ConsumeTraces(ctx, makeTraces(3, "unreplicated"))
 	require.Error(t, err)
 	t.Log(err)
 	assert.Contains(t, err.Error(), "redis::min_replicas")
 	assert.False(t, consumererror.IsPermanent(err), "a missing replica confirmation must be retryable")
+	require.Eventually(t, func() bool {
+		_, name := durabilityGauge(tel)
+		return name == "volatile"
+	}, 10*time.Second, 50*time.Millisecond, "the gauge must notice the replica is gone")
 }

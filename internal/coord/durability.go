@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -32,6 +33,10 @@ const (
 	DurabilityEverySec
 	// DurabilityAlways: AOF fsynced before every reply.
 	DurabilityAlways
+	// DurabilityReplicated: every entry is confirmed by the required
+	// replicas (WAIT) before it is acknowledged, and that many are
+	// connected: a failover or the loss of the primary's host loses none.
+	DurabilityReplicated
 )
 
 func (d Durability) String() string {
@@ -46,6 +51,8 @@ func (d Durability) String() string {
 		return "aof_everysec"
 	case DurabilityAlways:
 		return "aof_always"
+	case DurabilityReplicated:
+		return "replicated"
 	}
 	return "unknown"
 }
@@ -63,6 +70,8 @@ func (d Durability) Risk() string {
 		return "a crash of the Redis host loses up to about one second of acknowledged requests"
 	case DurabilityAlways:
 		return "none: every entry is fsynced before Redis acknowledges it"
+	case DurabilityReplicated:
+		return "a failover loses none: every entry is confirmed by the required replicas; losing the primary and those replicas at once loses what none of them persisted"
 	}
 	return "unknown: INFO persistence could not be read"
 }
@@ -106,4 +115,26 @@ func ReadDurability(ctx context.Context, rdb redis.UniversalClient) (Durability,
 		return DurabilitySnapshot, nil
 	}
 	return DurabilityVolatile, nil
+}
+
+// ReadDurabilityReplicated is ReadDurability, but DurabilityReplicated when
+// each entry waits for minReplicas replicas (minReplicas > 0) and INFO
+// replication counts at least that many connected.
+func ReadDurabilityReplicated(ctx context.Context, rdb redis.UniversalClient, minReplicas int) (Durability, error) {
+	d, err := ReadDurability(ctx, rdb)
+	if err != nil || minReplicas <= 0 {
+		return d, err
+	}
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return d, nil
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			if n, err := strconv.Atoi(v); err == nil && n >= minReplicas {
+				return DurabilityReplicated, nil
+			}
+		}
+	}
+	return d, nil
 }

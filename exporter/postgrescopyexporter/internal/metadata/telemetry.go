@@ -109,7 +109,7 @@ func (tb *TelemetryBuilder) RegisterStreamGauges(observe func(yield func(signal 
 // durability attribute. It must not block.
 func (tb *TelemetryBuilder) RegisterDurabilityGauge(observe func() (level int64, name string)) (metric.Registration, error) {
 	g, err := tb.meter.Int64ObservableGauge("otelcol_postgrescopy_redis_durability",
-		metric.WithDescription("What Redis offers an acknowledged request, as last read from INFO persistence and CONFIG GET: 0 unknown, 1 volatile, 2 rdb_snapshots, 3 aof, 4 aof_everysec, 5 aof_always; the durability attribute names it."),
+		metric.WithDescription("What Redis offers an acknowledged request, as last read from INFO persistence and CONFIG GET: 0 unknown, 1 volatile, 2 rdb_snapshots, 3 aof, 4 aof_everysec, 5 aof_always, 6 replicated (min_replicas confirmed and connected); the durability attribute names it."),
 		metric.WithUnit("1"))
 	if err != nil {
 		return nil, err
