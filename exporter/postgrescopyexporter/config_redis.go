@@ -78,7 +78,9 @@ type RedisConfig struct {
 	RequireDurability string `mapstructure:"require_durability"`
 	// min_replicas is how many replicas must hold an entry (Redis WAIT)
 	// before its request is acknowledged; fewer within replica_timeout is a
-	// retryable error, and the resent request is deduplicated by the ledger.
+	// retryable error. The entry stays on the primary and is written unless
+	// a failover drops it: retry_on_failure resends it under the same ledger
+	// key (written once), a client resending after the error may duplicate it.
 	// Replication is asynchronous without it: a failover can drop what the
 	// primary acknowledged. Default 0 (no wait).
 	MinReplicas int `mapstructure:"min_replicas"`

@@ -46,10 +46,12 @@ func startRedisReplica(t *testing.T, primary *redisServer) *redisServer {
 	addr := freeAddr(t)
 	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
 	require.NoError(t, err)
+	rdb := primary.client(t)
+	// The first sync would otherwise wait 5s for more replicas.
+	require.NoError(t, rdb.ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err())
 	s := &redisServer{port: port, dir: t.TempDir(), extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.port)}}
 	s.start(t)
 	t.Cleanup(func() { s.kill(t) })
-	rdb := primary.client(t)
 	require.Eventually(t, func() bool {
 		info, err := rdb.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")

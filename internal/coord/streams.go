@@ -88,8 +88,8 @@ type Stream struct {
 }
 
 // ErrTooFewReplicas: fewer replicas than required confirmed an added entry
-// in time. The entry may still be flushed: a retry adds it again under the
-// same key, and the ledger writes it once.
+// in time. The entry stays on the primary and may still be flushed: a retry
+// under the same key is written once, by the ledger.
 var ErrTooFewReplicas = errors.New("too few replicas confirmed the entry")
 
 // RequireReplicas makes AddEntry wait (Redis WAIT) until n replicas hold
