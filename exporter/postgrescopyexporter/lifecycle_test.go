@@ -2,7 +2,6 @@ package postgrescopyexporter
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
 
 func observedSettings() (exporter.Settings, *observer.ObservedLogs) {
@@ -90,58 +90,12 @@ func TestCreateSchemaFalseNamesWhatIsMissing(t *testing.T) {
 	require.NoError(t, te.Shutdown(ctx))
 }
 
-// proxy forwards a loopback port to the test server once started, so a test
-// can make "the database" appear after the exporter started.
-type proxy struct {
-	addr  string
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	return addr
-}
-
-func (p *proxy) start(t *testing.T, target string) {
-	ln, err := net.Listen("tcp", p.addr)
-	require.NoError(t, err)
-	p.ln = ln
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); s.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); c.Close() }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
 }
 
 func TestDatabaseDownAtStartIsWaitedFor(t *testing.T) {
@@ -166,8 +120,7 @@ func TestDatabaseDownAtStartIsWaitedFor(t *testing.T) {
 	err = te.ConsumeTraces(ctx, makeTraces(3, "s"))
 	require.ErrorContains(t, err, "waiting for PostgreSQL")
 
-	p := &proxy{addr: addr}
-	p.start(t, target)
+	tcpproxy.Start(t, addr, target)
 	require.Eventually(t, func() bool {
 		return logs.FilterMessage("PostgreSQL is reachable; writing").Len() == 1
 	}, 20*time.Second, 50*time.Millisecond)

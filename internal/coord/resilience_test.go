@@ -2,16 +2,14 @@ package coord
 
 import (
 	"context"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
 
 // TestStatsCountsBacklogWithoutGroup stands for a Redis that restarted empty
@@ -79,72 +77,6 @@ func TestEntryKeyIsKept(t *testing.T) {
 	assert.Empty(t, entries[1].Key)
 }
 
-// stallProxy forwards to target until stall is called; from then on it keeps
-// every connection open but forwards nothing: a half-open peer.
-type stallProxy struct {
-	ln      net.Listener
-	stalled atomic.Bool
-	mu      sync.Mutex
-	conns   []net.Conn
-}
-
-func startStallProxy(t *testing.T, target string) *stallProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &stallProxy{ln: ln}
-	var wg sync.WaitGroup
-	pipe := func(dst, src net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if err != nil {
-				dst.Close()
-				return
-			}
-			if p.stalled.Load() {
-				// Swallow it, as a peer that vanished without a FIN would.
-				_, _ = io.Copy(io.Discard, src)
-				return
-			}
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			wg.Add(2)
-			go pipe(s, c)
-			go pipe(c, s)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	return p
-}
-
 // TestReadsFailInBoundedTimeOnHalfOpenConnection: a connection whose peer
 // stops answering must fail the read, not stop the flush worker for good.
 func TestReadsFailInBoundedTimeOnHalfOpenConnection(t *testing.T) {
@@ -152,12 +84,12 @@ func TestReadsFailInBoundedTimeOnHalfOpenConnection(t *testing.T) {
 	ctx := context.Background()
 	_, err := s.AddEntry(ctx, "k", "f1", payloadOf(100, 1), 1)
 	require.NoError(t, err)
-	p := startStallProxy(t, redisAddr())
+	p := tcpproxy.Start(t, "127.0.0.1:0", redisAddr())
 	// One connection per client, established before the stall, so that each
 	// read below goes out on a live connection whose peer then goes silent.
 	client := func() *redis.Client {
 		rdb := redis.NewClient(&redis.Options{
-			Addr: p.ln.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1,
+			Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
 			PoolSize: 1, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		})
 		t.Cleanup(func() { rdb.Close() })
@@ -171,7 +103,7 @@ func TestReadsFailInBoundedTimeOnHalfOpenConnection(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 
-	p.stalled.Store(true)
+	p.Stall()
 	type result struct {
 		what string
 		err  error
