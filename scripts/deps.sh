@@ -54,7 +54,7 @@ if [ ! -e "$policy" ]; then
   chmod 755 "$policy"
   own_policy=1
 fi
-cleanup() { [ -n "$own_policy" ] && rm -f "$policy"; }
+cleanup() { if [ -n "$own_policy" ]; then rm -f "$policy"; fi; }
 trap cleanup EXIT
 
 export DEBIAN_FRONTEND=noninteractive
