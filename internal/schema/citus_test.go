@@ -2,14 +2,23 @@ package schema_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
@@ -53,28 +62,208 @@ func TestCitusIndexesKeepNoUniqueness(t *testing.T) {
 	assert.NotRegexp(t, `(?i)create unique`, schema.CitusDDL("otel"))
 }
 
-// TestCitusIntegration runs against a real Citus coordinator when one is named.
-func TestCitusIntegration(t *testing.T) {
+// citusPool connects to the Citus coordinator named by POSTGRESCOPY_CITUS_URL,
+// or skips: Citus is not packaged in Debian, so `make test` has none.
+func citusPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
 	url := os.Getenv("POSTGRESCOPY_CITUS_URL")
 	if url == "" {
-		t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator here (Citus is not packaged in Debian 12); set it to a coordinator URL to run this test")
+		t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator here (Citus is not packaged in Debian 12); " +
+			"set it to a coordinator URL (docs/citus.md) to run this test")
 	}
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, pool.Ping(context.Background()))
+	return pool
+}
+
+// citusSchema is a fresh schema name on the coordinator, dropped at the end.
+func citusSchema(t *testing.T, pool *pgxpool.Pool) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "pgct_citus_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+	})
+	return name
+}
+
+func withConn(t *testing.T, pool *pgxpool.Pool, f func(*pgx.Conn) error) error {
+	t.Helper()
+	conn, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	defer conn.Release()
+	return f(conn.Conn())
+}
+
+// distColumn is how Citus distributes table: its distribution column ("" for
+// a reference table), its colocation group and its method.
+type distColumn struct {
+	column     string
+	colocation int
+	method     string
+}
+
+func distribution(t *testing.T, pool *pgxpool.Pool, schemaName, table string) distColumn {
+	t.Helper()
+	var d distColumn
+	err := pool.QueryRow(context.Background(), `SELECT coalesce(column_to_column_name(logicalrelid, partkey), ''), colocationid, partmethod::text
+FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, schema.Qualified(schemaName, table)).Scan(&d.column, &d.colocation, &d.method)
+	require.NoError(t, err, "%s is distributed", table)
+	return d
+}
+
+// TestCitusIntegration runs against a real Citus coordinator (with workers)
+// when POSTGRESCOPY_CITUS_URL names one.
+func TestCitusIntegration(t *testing.T) {
+	pool := citusPool(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	name := "pgct_citus"
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS pgct_citus CASCADE") })
-	_, err = schema.Migrate(ctx, conn, name)
-	require.NoError(t, err)
-	require.NoError(t, schema.SetIndexes(ctx, conn, name, true))
-	require.NoError(t, schema.Distribute(ctx, conn, name))
-	require.NoError(t, schema.Distribute(ctx, conn, name), "idempotent")
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
-JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = ANY($2)`, name,
-		[]string{"spans", "logs", "metrics_gauge", "ledger"}).Scan(&n))
-	assert.Equal(t, 4, n)
-	_, err = schema.Maintain(ctx, conn, name, daily)
-	require.NoError(t, err, "partition maintenance works on distributed tables")
+
+	t.Run("distributes_every_table_by_its_shard_key", func(t *testing.T) {
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			if err := schema.SetIndexes(ctx, c, name, true); err != nil {
+				return err
+			}
+			if err := schema.Distribute(ctx, c, name); err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name) // idempotent
+		}))
+		spans := distribution(t, pool, name, "spans")
+		assert.Equal(t, "shard_key", spans.column)
+		assert.Equal(t, spans, distribution(t, pool, name, "logs"), "a trace's spans and logs are colocated")
+		gauge := distribution(t, pool, name, "metrics_gauge")
+		assert.Equal(t, "shard_key", gauge.column)
+		for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
+			assert.Equal(t, gauge, distribution(t, pool, name, m))
+		}
+		for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version"} {
+			assert.Equal(t, "n", distribution(t, pool, name, ref).method, "%s is a reference table", ref)
+		}
+	})
+
+	t.Run("indexes_enabled_after_distribution", func(t *testing.T) {
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			if err := schema.SetIndexes(ctx, c, name, false); err != nil {
+				return err
+			}
+			if err := schema.Distribute(ctx, c, name); err != nil {
+				return err
+			}
+			return schema.SetIndexes(ctx, c, name, true)
+		}))
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = ANY($2)",
+			name, schema.IndexNames()).Scan(&n))
+		assert.Equal(t, len(schema.IndexNames()), n, "every index of the set is on its distributed parent")
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { return schema.SetIndexes(ctx, c, name, false) }))
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = ANY($2)",
+			name, schema.IndexNames()).Scan(&n))
+		assert.Zero(t, n, "indexes: false drops them again")
+	})
+
+	t.Run("later_migration_on_distributed_tables", func(t *testing.T) {
+		// Migration 2 creates an index on spans: applied after the tables
+		// were distributed by an older release.
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.MigrateTo(ctx, c, name, 1); err != nil {
+				return err
+			}
+			if err := schema.Distribute(ctx, c, name); err != nil {
+				return err
+			}
+			res, err := schema.Migrate(ctx, c, name)
+			assert.Equal(t, schema.Latest(), res.To)
+			return err
+		}))
+		var brin bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'spans_start_time_brin')",
+			name).Scan(&brin))
+		assert.True(t, brin)
+	})
+
+	t.Run("existing_rows_with_null_trace_ids", func(t *testing.T) {
+		// Rows written before distribution: logs outside a trace have a NULL
+		// trace_id, which no distribution column may hold.
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { _, err := schema.Migrate(ctx, c, name); return err }))
+		var b rows.Batch
+		ld := plog.NewLogs()
+		lr := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+		for i := range 20 {
+			l := lr.AppendEmpty()
+			l.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+			l.Body().SetInt(int64(i))
+			if i%2 == 0 {
+				l.SetTraceID(pcommon.TraceID{1, byte(i)})
+			}
+		}
+		b.AddLogs(ld)
+		td := ptrace.NewTraces()
+		sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		sp.SetName("old")
+		sp.SetTraceID(pcommon.TraceID{1, 0})
+		b.AddTraces(td)
+		_, err := pgwrite.NewWriter(pool, name).Write(ctx, &b)
+		require.NoError(t, err)
+
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { return schema.Distribute(ctx, c, name) }))
+		var logs, nullTrace, spans int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE trace_id IS NULL) FROM "+schema.Qualified(name, "logs")).Scan(&logs, &nullTrace))
+		assert.Equal(t, 20, logs, "every row kept")
+		assert.Equal(t, 10, nullTrace, "an absent trace id stays NULL: it is not made up")
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "spans")).Scan(&spans))
+		assert.Equal(t, 1, spans)
+		assert.Equal(t, "shard_key", distribution(t, pool, name, "logs").column)
+		var colocated int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema.Qualified(name, "logs")+` l JOIN `+
+			schema.Qualified(name, "spans")+` s ON s.shard_key = l.shard_key AND s.trace_id = l.trace_id`).Scan(&colocated))
+		assert.Equal(t, 1, colocated, "an old log of a trace joins its old span on the shard key")
+	})
+
+	t.Run("maintain_on_distributed_tables", func(t *testing.T) {
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name)
+		}))
+		hourly := schema.Partitioning{Interval: time.Hour, Premake: 2}
+		actions, err := schema.Maintain(ctx, pool, name, hourly)
+		require.NoError(t, err)
+		var created []string
+		for _, a := range actions {
+			require.NotEqual(t, "skipped", a.Action, "%s: %s", a.Partition, a.Detail)
+			if a.Action == "created" {
+				created = append(created, a.Partition)
+			}
+		}
+		assert.Len(t, created, len(tables.Tables)*4, "the hour before now, now and 2 ahead, for every table")
+		var distributed int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = ANY($2)`, name, created).Scan(&distributed))
+		assert.Equal(t, len(created), distributed, "every partition made is distributed with its parent")
+
+		_, err = pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, "spans_p20200101_0000")+" PARTITION OF "+
+			schema.Qualified(name, "spans")+" FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-01 01:00+00')")
+		require.NoError(t, err)
+		hourly.Retention = 24 * time.Hour
+		actions, err = schema.Maintain(ctx, pool, name, hourly)
+		require.NoError(t, err)
+		assert.Contains(t, actions, schema.Action{Action: "dropped", Partition: "spans_p20200101_0000"})
+		var gone bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass($1) IS NULL", schema.Qualified(name, "spans_p20200101_0000")).Scan(&gone))
+		assert.True(t, gone, "the expired partition and its shards are dropped")
+	})
 }
