@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,14 +39,49 @@ const (
 // or rolls back.
 func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
 	_, err := tx.Exec(ctx, "INSERT INTO "+w.ledgerTable+" (stream, entry_id) SELECT $1, unnest($2::text[])", l.Stream, l.IDs)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == stateUniqueViolation && pgErr.ConstraintName == ledgerPrimaryKey {
+	if ledgerConflict(err) {
 		return ErrAlreadyCommitted
 	}
 	if err != nil {
 		return fmt.Errorf("record batch in ledger: %w", err)
 	}
 	return w.insertQuarantine(ctx, tx, l)
+}
+
+// ledgerConflict reports whether err is a unique violation of the ledger's
+// primary key: by SQLSTATE and constraint family, which on Citus names the
+// shard (ledger_pkey_104027) and arrives without the constraint field (the
+// coordinator re-raises the worker's message alone), so the name is read
+// from the message then.
+func ledgerConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != stateUniqueViolation {
+		return false
+	}
+	name := pgErr.ConstraintName
+	if name == "" {
+		// The one quoted name in 'duplicate key value violates unique
+		// constraint "ledger_pkey_104027"', in any lc_messages.
+		if _, rest, ok := strings.Cut(pgErr.Message, `"`); ok {
+			name, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	return constraintFamily(name) == ledgerPrimaryKey
+}
+
+// constraintFamily is a constraint's name without the shard id Citus
+// appends to it on a worker ("ledger_pkey_104027" is "ledger_pkey").
+func constraintFamily(name string) string {
+	i := strings.LastIndexByte(name, '_')
+	if i < 0 || i == len(name)-1 {
+		return name
+	}
+	for _, c := range name[i+1:] {
+		if c < '0' || c > '9' {
+			return name
+		}
+	}
+	return name[:i]
 }
 
 // Committed returns which of ids the ledger holds for stream.

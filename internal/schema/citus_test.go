@@ -23,34 +23,31 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
-var distributeRe = regexp.MustCompile(`SELECT (create_distributed_table|create_reference_table)\('"otel"\.(\w+)'(?:, '(\w+)')?(?:, colocate_with => '"otel"\.(\w+)')?\)\nWHERE NOT EXISTS \(SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '"otel"\.(\w+)'::regclass\);`)
+var distributeRe = regexp.MustCompile(`\('(\w+)', (?:'[^']*'|series), (?:NULL|'(\w+)')\)`)
 
 func TestCitusDDL(t *testing.T) {
 	ddl := schema.CitusDDL("otel")
-	type dist struct{ fn, column, colocate string }
-	got := map[string]dist{}
+	got := map[string]string{}
 	for _, m := range distributeRe.FindAllStringSubmatch(ddl, -1) {
-		require.Equal(t, m[2], m[5], "the guard checks the table it distributes")
-		got[m[2]] = dist{m[1], m[3], m[4]}
+		got[m[1]] = m[2]
 	}
-	// Every signal table is distributed, spans and logs by trace_id together,
-	// the metric tables by metric_name together.
+	// Every signal table is distributed by its shard key, spans and logs
+	// together, the metric tables together.
 	for _, tbl := range tables.Tables {
-		d, ok := got[tbl.Name]
-		require.True(t, ok, "%s is distributed", tbl.Name)
-		assert.Equal(t, "create_distributed_table", d.fn, tbl.Name)
-		assert.Contains(t, tbl.Columns, d.column, "%s is distributed by one of its columns", tbl.Name)
+		_, ok := got[tbl.Name]
+		assert.True(t, ok, "%s is distributed", tbl.Name)
 	}
-	assert.Equal(t, dist{"create_distributed_table", "trace_id", ""}, got["spans"])
-	assert.Equal(t, dist{"create_distributed_table", "trace_id", "spans"}, got["logs"])
-	assert.Equal(t, dist{"create_distributed_table", "metric_name", ""}, got["metrics_gauge"])
+	assert.Len(t, got, len(tables.Tables), "nothing else is distributed")
+	assert.Equal(t, "", got["spans"])
+	assert.Equal(t, "spans", got["logs"])
+	assert.Equal(t, "", got["metrics_gauge"])
 	for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
-		assert.Equal(t, dist{"create_distributed_table", "metric_name", "metrics_gauge"}, got[m])
+		assert.Equal(t, "metrics_gauge", got[m])
 	}
-	for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version"} {
-		assert.Equal(t, "create_reference_table", got[ref].fn, ref)
-	}
-	assert.Len(t, got, len(tables.Tables)+4, "nothing else is distributed")
+	assert.Contains(t, ddl, "create_distributed_table(format('%I.%I', s, t.tbl), 'shard_key'")
+	assert.Contains(t, ddl, "ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices']")
+	assert.Contains(t, ddl, "s      constant text := 'otel';")
+	assert.Len(t, schema.Statements(ddl), 1, "one DO block: one message")
 }
 
 // TestCitusIndexesKeepNoUniqueness: Citus refuses unique indexes that do not
@@ -142,7 +139,7 @@ func TestCitusIntegration(t *testing.T) {
 		for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
 			assert.Equal(t, gauge, distribution(t, pool, name, m))
 		}
-		for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version"} {
+		for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version", "model_prices"} {
 			assert.Equal(t, "n", distribution(t, pool, name, ref).method, "%s is a reference table", ref)
 		}
 	})

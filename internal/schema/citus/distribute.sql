@@ -1,36 +1,78 @@
--- Citus (distribution: citus): run on the coordinator after the migrations.
--- Each statement is skipped when its table is already distributed, so this
+-- Citus (distribution: citus): run on the coordinator after the migrations
+-- and the index set. A table already distributed is left as it is, so this
 -- is safe to run at every start. The tables keep their time partitioning;
--- Citus distributes every partition with its parent.
+-- Citus distributes every partition with its parent, and the partitions
+-- postgrescopy_maintain makes later.
 --
---   spans, logs       hash-distributed by trace_id and colocated, so a trace's
---                     spans and logs live on one node and the trace lookup,
---                     the parent/child join and span-log joins stay local.
---   metrics_*         hash-distributed by metric_name and colocated with each
---                     other: a series (name + attributes) is always on one
---                     node, so time aggregations per series stay local.
+--   spans, logs       hash-distributed by shard_key and colocated. shard_key
+--                     is the trace id when the row has one, so a trace's spans
+--                     and logs share a shard and a lookup by
+--                     shard_key = id AND trace_id = id is a single-shard query;
+--                     a row without a trace gets a key derived from the row,
+--                     so logs outside any trace spread over every shard.
+--   metrics_*         hash-distributed by shard_key and colocated with each
+--                     other; shard_key is derived from the point's series, so
+--                     a series stays on one shard and the many series of one
+--                     metric name spread.
 --   ledger, rejects,  reference tables (replicated to every node): small,
---   quarantine,       and the ledger's primary key stays enforceable.
+--   quarantine,       and the ledger's primary key stays enforced.
 --   schema_version
-SELECT create_distributed_table('{{schema}}.spans', 'trace_id')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.spans'::regclass);
-SELECT create_distributed_table('{{schema}}.logs', 'trace_id', colocate_with => '{{schema}}.spans')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.logs'::regclass);
-SELECT create_distributed_table('{{schema}}.metrics_gauge', 'metric_name')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.metrics_gauge'::regclass);
-SELECT create_distributed_table('{{schema}}.metrics_sum', 'metric_name', colocate_with => '{{schema}}.metrics_gauge')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.metrics_sum'::regclass);
-SELECT create_distributed_table('{{schema}}.metrics_histogram', 'metric_name', colocate_with => '{{schema}}.metrics_gauge')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.metrics_histogram'::regclass);
-SELECT create_distributed_table('{{schema}}.metrics_exponential_histogram', 'metric_name', colocate_with => '{{schema}}.metrics_gauge')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.metrics_exponential_histogram'::regclass);
-SELECT create_distributed_table('{{schema}}.metrics_summary', 'metric_name', colocate_with => '{{schema}}.metrics_gauge')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.metrics_summary'::regclass);
-SELECT create_reference_table('{{schema}}.ledger')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.ledger'::regclass);
-SELECT create_reference_table('{{schema}}.rejects')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.rejects'::regclass);
-SELECT create_reference_table('{{schema}}.quarantine')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.quarantine'::regclass);
-SELECT create_reference_table('{{schema}}.schema_version')
-WHERE NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '{{schema}}.schema_version'::regclass);
+--   model_prices      a reference table too: the cost views join every call
+--                     to its price (LEFT JOIN LATERAL), which Citus runs on
+--                     the workers only against a reference table. The AI
+--                     spend rollups stay on the coordinator.
+--
+-- shard_key exists only here: one PostgreSQL does not carry it. Rows that
+-- the tables hold already (written before distribution: citus) get theirs
+-- before the table is distributed: the trace id, else a random uuid for
+-- spans and logs, and an md5 of the series for metric points (not the hash
+-- the exporter computes: an old point may sit on another shard than newer
+-- points of its series, which no query's result depends on). On a large
+-- table that UPDATE and the copy to the workers take a maintenance window.
+DO $distribute$
+DECLARE
+    s      constant text := {{schema_lit}};
+    series constant text := 'md5(concat_ws(chr(31), service_name, metric_name, attributes::text, resource_attributes::text))::uuid';
+    t      record;
+    col    text;
+BEGIN
+    FOR t IN SELECT * FROM (VALUES
+        ('spans', 'coalesce(trace_id, gen_random_uuid())', NULL),
+        ('logs', 'coalesce(trace_id, gen_random_uuid())', 'spans'),
+        ('metrics_gauge', series, NULL),
+        ('metrics_sum', series, 'metrics_gauge'),
+        ('metrics_histogram', series, 'metrics_gauge'),
+        ('metrics_exponential_histogram', series, 'metrics_gauge'),
+        ('metrics_summary', series, 'metrics_gauge')) AS v(tbl, backfill, colocate)
+    LOOP
+        SELECT column_to_column_name(logicalrelid, partkey) INTO col
+        FROM pg_dist_partition WHERE logicalrelid = format('%I.%I', s, t.tbl)::regclass;
+        IF FOUND THEN
+            IF col IS DISTINCT FROM 'shard_key' THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = 'object_not_in_prerequisite_state',
+                    MESSAGE = format('%I.%I is distributed by %s, not by shard_key (an earlier postgrescopy distributed it)', s, t.tbl, coalesce(col, 'nothing')),
+                    HINT = format('redistribute it once, as its owner, in a maintenance window: '
+                        'ALTER TABLE %1$I.%2$I ADD COLUMN IF NOT EXISTS shard_key uuid; '
+                        'UPDATE %1$I.%2$I SET shard_key = %3$s WHERE shard_key IS NULL; '
+                        'SELECT alter_distributed_table(%4$L, distribution_column := %5$L)',
+                        s, t.tbl, t.backfill, format('%I.%I', s, t.tbl), 'shard_key');
+            END IF;
+            CONTINUE;
+        END IF;
+        EXECUTE format('ALTER TABLE %I.%I ADD COLUMN IF NOT EXISTS shard_key uuid', s, t.tbl);
+        EXECUTE format('UPDATE %I.%I SET shard_key = %s WHERE shard_key IS NULL', s, t.tbl, t.backfill);
+        EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN shard_key SET NOT NULL', s, t.tbl);
+        PERFORM create_distributed_table(format('%I.%I', s, t.tbl), 'shard_key',
+            colocate_with => CASE WHEN t.colocate IS NULL THEN 'none' ELSE format('%I.%I', s, t.colocate) END);
+    END LOOP;
+    FOR t IN SELECT * FROM unnest(ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices']) AS v(tbl)
+    LOOP
+        -- model_prices comes with migration 2: a schema distributed before
+        -- has it distributed at the next start.
+        CONTINUE WHEN to_regclass(format('%I.%I', s, t.tbl)) IS NULL;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('%I.%I', s, t.tbl)::regclass);
+        PERFORM create_reference_table(format('%I.%I', s, t.tbl));
+    END LOOP;
+END
+$distribute$;
