@@ -114,6 +114,11 @@ func (e *StepError) Error() string {
 
 func (e *StepError) Unwrap() error { return e.Err }
 
+// CitusModifyMode is the Citus setting that makes a statement on a
+// distributed table use one connection per worker, sequentially, instead
+// of one per shard in parallel.
+const CitusModifyMode = "citus.multi_shard_modify_mode"
+
 // onCitus reports whether tx's database has the citus extension: DDL there
 // is sent one statement per message (Citus propagates a statement's text to
 // the workers, and refuses several in one), in sequential mode (parallel
@@ -134,7 +139,7 @@ func execScript(ctx context.Context, tx pgx.Tx, script, sql string, citus bool) 
 		}
 		return nil
 	}
-	if _, err := tx.Exec(ctx, "SET LOCAL citus.multi_shard_modify_mode TO 'sequential'"); err != nil {
+	if _, err := tx.Exec(ctx, "SET LOCAL "+CitusModifyMode+" TO 'sequential'"); err != nil {
 		return fmt.Errorf("%s: set sequential mode: %w", script, err)
 	}
 	for i, stmt := range Statements(sql) {
