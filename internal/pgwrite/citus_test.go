@@ -37,7 +37,9 @@ func TestCitusIntegration(t *testing.T) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := "pgct_citus_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE") })
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+	})
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	_, err = schema.Migrate(ctx, conn.Conn(), name)
