@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,48 @@ func TestCitusIntegration(t *testing.T) {
 		t.Logf("Redis mode: 500 spans, 55 refused, written and isolated %v after the push", took)
 		assert.Less(t, took, 5*time.Second)
 		checkRejects(t, pool, name)
+	})
+
+	t.Run("migration_step_failure_is_named", func(t *testing.T) {
+		cfg, name, pool := citusConfig(t)
+		refuseMigration2(t, pool, name, true)
+		set, logs := observedSettings()
+		e, err := newExporter(cfg, set)
+		require.NoError(t, err)
+		err = e.start(ctx, componenttest.NewNopHost())
+		require.ErrorContains(t, err, "apply migration 002_ai_spend.sql: statement")
+		require.ErrorContains(t, err, "model_prices_model_idx")
+		require.Zero(t, logs.FilterMessageSnippet("not reachable").Len())
+		require.NoError(t, e.shutdown(ctx))
+	})
+
+	t.Run("ai_spend_rolls_up_on_distributed_spans", func(t *testing.T) {
+		cfg, name, pool := citusConfig(t)
+		now := time.Now().UTC()
+		file := filepath.Join(t.TempDir(), "prices.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(strings.ReplaceAll(testPrices, "{{noon}}", now.Add(-48*time.Hour).Format(time.RFC3339))), 0o600))
+		cfg.Pricing.File = file
+		cfg.CostAttribution.Dimensions = []DimensionConfig{{Name: "team", From: []string{"span:team"}}}
+		cfg.CostAttribution.LateWindow = 48 * time.Hour
+		e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
+		require.NoError(t, err)
+		require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
+		t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
+		hourAgo := now.Truncate(time.Hour).Add(-30 * time.Minute)
+		require.NoError(t, pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, genaiTraces(
+			genaiCall{at: hourAgo, team: "a", model: "gpt-4o", in: 1000, out: 100},
+			genaiCall{at: hourAgo, team: "b", model: "o3-mini", in: 2000, cached: 500, out: 200},
+			genaiCall{at: hourAgo.Add(time.Minute), team: "a", model: "gpt-4o", in: 10, out: 1}))))
+		actions := maintainNow(t, pool, name, 0)
+		var rolled bool
+		for _, a := range actions {
+			rolled = rolled || a.Action == "rolled_up"
+		}
+		assert.True(t, rolled, "postgrescopy_maintain rolled up the spend: %v", actions)
+		until := now.Truncate(time.Hour)
+		raw := rawAnswer(t, pool, name, until)
+		assert.Len(t, raw, 2)
+		assert.Equal(t, raw, rollupAnswer(t, pool, name, "ai_spend_hourly", until), "the rollup is the raw answer")
 	})
 
 	t.Run("retried_batch_is_recognised", func(t *testing.T) {

@@ -166,6 +166,10 @@ func Hint(err error) string {
 	if !errors.As(err, &pgErr) {
 		return ""
 	}
+	var step *schema.StepError
+	if errors.As(err, &step) && Classify(err) == Config {
+		return "the server refused a schema step: fix what it names (or apply it by hand as the schema owner); the exporter retries meanwhile"
+	}
 	switch {
 	case strings.HasPrefix(pgErr.Code, classAuth):
 		return "check the user and password in endpoint (or the password key)"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,37 +52,23 @@ func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
 // primary key: by SQLSTATE and constraint family, which on Citus names the
 // shard (ledger_pkey_104027) and arrives without the constraint field (the
 // coordinator re-raises the worker's message alone), so the name is read
-// from the message then.
+// from the message then, whatever its language quotes it with.
 func ledgerConflict(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != stateUniqueViolation {
 		return false
 	}
-	name := pgErr.ConstraintName
-	if name == "" {
-		// The one quoted name in 'duplicate key value violates unique
-		// constraint "ledger_pkey_104027"', in any lc_messages.
-		if _, rest, ok := strings.Cut(pgErr.Message, `"`); ok {
-			name, _, _ = strings.Cut(rest, `"`)
-		}
+	if pgErr.ConstraintName != "" {
+		return ledgerKeyRe.MatchString(pgErr.ConstraintName)
 	}
-	return constraintFamily(name) == ledgerPrimaryKey
+	return ledgerKeyInRe.MatchString(pgErr.Message)
 }
 
-// constraintFamily is a constraint's name without the shard id Citus
-// appends to it on a worker ("ledger_pkey_104027" is "ledger_pkey").
-func constraintFamily(name string) string {
-	i := strings.LastIndexByte(name, '_')
-	if i < 0 || i == len(name)-1 {
-		return name
-	}
-	for _, c := range name[i+1:] {
-		if c < '0' || c > '9' {
-			return name
-		}
-	}
-	return name[:i]
-}
+// The ledger's primary key, and on a Citus worker its shards' copies.
+var (
+	ledgerKeyRe   = regexp.MustCompile(`^` + ledgerPrimaryKey + `(_[0-9]+)?$`)
+	ledgerKeyInRe = regexp.MustCompile(`(^|[^A-Za-z0-9_])` + ledgerPrimaryKey + `(_[0-9]+)?([^A-Za-z0-9_]|$)`)
+)
 
 // Committed returns which of ids the ledger holds for stream.
 func (w *Writer) Committed(ctx context.Context, stream string, ids []string) (map[string]bool, error) {
