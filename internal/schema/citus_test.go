@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -226,6 +228,54 @@ func TestCitusIntegration(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema.Qualified(name, "logs")+` l JOIN `+
 			schema.Qualified(name, "spans")+` s ON s.shard_key = l.shard_key AND s.trace_id = l.trace_id`).Scan(&colocated))
 		assert.Equal(t, 1, colocated, "an old log of a trace joins its old span on the shard key")
+	})
+
+	t.Run("distribution_by_an_earlier_release_is_refused_with_the_commands", func(t *testing.T) {
+		// What an earlier postgrescopy did: spans and logs by trace_id, the
+		// metric tables by metric_name.
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { _, err := schema.Migrate(ctx, c, name); return err }))
+		old := map[string][2]string{"spans": {"trace_id", "none"}, "logs": {"trace_id", "spans"}, "metrics_gauge": {"metric_name", "none"},
+			"metrics_sum": {"metric_name", "metrics_gauge"}, "metrics_histogram": {"metric_name", "metrics_gauge"},
+			"metrics_exponential_histogram": {"metric_name", "metrics_gauge"}, "metrics_summary": {"metric_name", "metrics_gauge"}}
+		for _, tbl := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
+			colocate := old[tbl][1]
+			if colocate != "none" {
+				colocate = schema.Qualified(name, colocate)
+			}
+			_, err := pool.Exec(ctx, "SELECT create_distributed_table($1, $2, colocate_with => $3)", schema.Qualified(name, tbl), old[tbl][0], colocate)
+			require.NoError(t, err)
+		}
+		_, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(name, "logs")+` ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns,
+trace_id, flags, severity_number, log_attributes, dropped_attributes_count, resource_attributes, scope_attributes,
+resource_dropped_attributes_count, scope_dropped_attributes_count)
+VALUES (now(), 0, now(), 0, '00000000-0000-0000-0000-000000000000', 0, 9, '{}', 0, '{}', '{}', 0, 0)`)
+		require.NoError(t, err)
+		// Distribute refuses, table by table, with the commands that fix it;
+		// run them as an operator would, until it accepts.
+		for range len(old) + 1 {
+			err = withConn(t, pool, func(c *pgx.Conn) error { return schema.Distribute(ctx, c, name) })
+			if err == nil {
+				break
+			}
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr)
+			require.Contains(t, pgErr.Message, "an earlier postgrescopy distributed it")
+			cmds, ok := strings.CutPrefix(pgErr.Hint, "redistribute it once, as its owner, in a maintenance window: ")
+			require.True(t, ok, pgErr.Hint)
+			for _, stmt := range schema.Statements(cmds) {
+				_, err := pool.Exec(ctx, stmt)
+				require.NoError(t, err, stmt)
+			}
+		}
+		require.NoError(t, err)
+		for tbl := range old {
+			assert.Equal(t, "shard_key", distribution(t, pool, name, tbl).column, tbl)
+		}
+		assert.Equal(t, distribution(t, pool, name, "spans").colocation, distribution(t, pool, name, "logs").colocation)
+		var nullTrace int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "logs")+" WHERE trace_id IS NULL").Scan(&nullTrace))
+		assert.Equal(t, 1, nullTrace, "the nil uuid an earlier release stored is NULL again")
 	})
 
 	t.Run("maintain_on_distributed_tables", func(t *testing.T) {

@@ -106,10 +106,18 @@ type StepError struct {
 }
 
 func (e *StepError) Error() string {
-	if e.N == 0 {
-		return fmt.Sprintf("%s: %v", e.Script, e.Err)
+	msg := e.Script
+	if e.N > 0 {
+		msg += fmt.Sprintf(": statement %d (%s)", e.N, e.Statement)
 	}
-	return fmt.Sprintf("%s: statement %d (%s): %v", e.Script, e.N, e.Statement, e.Err)
+	msg += ": " + e.Err.Error()
+	// The server's hint (the commands that fix an earlier distribution, in
+	// citus/distribute.sql) is not in a PgError's text.
+	var pgErr *pgconn.PgError
+	if errors.As(e.Err, &pgErr) && pgErr.Hint != "" {
+		msg += "; hint: " + pgErr.Hint
+	}
+	return msg
 }
 
 func (e *StepError) Unwrap() error { return e.Err }

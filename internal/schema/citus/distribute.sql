@@ -32,7 +32,10 @@
 DO $distribute$
 DECLARE
     s      constant text := {{schema_lit}};
-    series constant text := 'md5(concat_ws(chr(31), service_name, metric_name, attributes::text, resource_attributes::text))::uuid';
+    -- Immutable throughout: Citus runs an UPDATE of a distributed table
+    -- (an earlier release's, see below) only with immutable expressions.
+    series constant text := 'md5(coalesce(service_name, '''') || chr(31) || metric_name || chr(31) || '
+                            'attributes::text || chr(31) || resource_attributes::text)::uuid';
     t      record;
     col    text;
 BEGIN
@@ -49,14 +52,24 @@ BEGIN
         FROM pg_dist_partition WHERE logicalrelid = format('%I.%I', s, t.tbl)::regclass;
         IF FOUND THEN
             IF col IS DISTINCT FROM 'shard_key' THEN
+                -- An earlier postgrescopy distributed spans and logs by
+                -- trace_id (an absent one stored as the nil uuid) and the
+                -- metric tables by metric_name.
                 RAISE EXCEPTION USING
                     ERRCODE = 'object_not_in_prerequisite_state',
                     MESSAGE = format('%I.%I is distributed by %s, not by shard_key (an earlier postgrescopy distributed it)', s, t.tbl, coalesce(col, 'nothing')),
                     HINT = format('redistribute it once, as its owner, in a maintenance window: '
                         'ALTER TABLE %1$I.%2$I ADD COLUMN IF NOT EXISTS shard_key uuid; '
                         'UPDATE %1$I.%2$I SET shard_key = %3$s WHERE shard_key IS NULL; '
-                        'SELECT alter_distributed_table(%4$L, distribution_column := %5$L)',
-                        s, t.tbl, t.backfill, format('%I.%I', s, t.tbl), 'shard_key');
+                        'ALTER TABLE %1$I.%2$I ALTER COLUMN shard_key SET NOT NULL; '
+                        'SELECT alter_distributed_table(%4$L, distribution_column := %5$L, colocate_with := %6$L)%7$s',
+                        s, t.tbl,
+                        CASE WHEN t.tbl IN ('spans', 'logs') THEN 'trace_id' ELSE t.backfill END,
+                        format('%I.%I', s, t.tbl), 'shard_key',
+                        CASE WHEN t.colocate IS NULL THEN 'none' ELSE format('%I.%I', s, t.colocate) END,
+                        CASE WHEN t.tbl IN ('spans', 'logs') THEN
+                            format('; UPDATE %I.%I SET trace_id = NULL WHERE trace_id = %L', s, t.tbl, '00000000-0000-0000-0000-000000000000')
+                        ELSE '' END);
             END IF;
             CONTINUE;
         END IF;
