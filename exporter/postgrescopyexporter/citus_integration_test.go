@@ -144,6 +144,22 @@ func TestCitusIntegration(t *testing.T) {
 		assert.Zero(t, logs.FilterMessage("PostgreSQL refused the batch's data; dropping it").Len())
 	})
 
+	t.Run("span_without_trace_id_is_rejected", func(t *testing.T) {
+		// spans are distributed by trace_id: a span without one (invalid
+		// OTLP) has no shard; it is kept in rejects, its batch lands.
+		cfg, name, pool := citusConfig(t)
+		e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
+		require.NoError(t, err)
+		require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
+		t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
+		td := poisonSpans(20, func(int) bool { return false })
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(7).SetTraceID(pcommon.TraceID{})
+		require.NoError(t, pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, td)))
+		assert.Equal(t, 19, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "spans")))
+		assert.Equal(t, 1, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "rejects")+
+			" WHERE table_name = 'spans' AND (row_json->'span_attributes'->>'i')::int = 7"))
+	})
+
 	t.Run("refused_rows_redis", func(t *testing.T) {
 		cfg, name, pool := citusConfig(t)
 		_, prefix := testRedis(t)
@@ -285,11 +301,11 @@ func TestCitusIntegration(t *testing.T) {
 		}
 
 		// A trace's spans and logs are on one shard, and its lookup is routed
-		// to that shard alone.
+		// to that shard alone: spans by trace_id as on one node, logs with
+		// the shard key as well.
 		trace := "09000100000000000000000000000003"
-		for _, table := range []string{"spans", "logs"} {
-			rows, err := pool.Query(ctx, "EXPLAIN SELECT * FROM "+schema.Qualified(name, table)+
-				" WHERE shard_key = $1 AND trace_id = $1", trace)
+		for table, where := range map[string]string{"spans": "trace_id = $1", "logs": "shard_key = $1 AND trace_id = $1"} {
+			rows, err := pool.Query(ctx, "EXPLAIN SELECT * FROM "+schema.Qualified(name, table)+" WHERE "+where, trace)
 			require.NoError(t, err)
 			var plan []string
 			for rows.Next() {
@@ -300,8 +316,23 @@ func TestCitusIntegration(t *testing.T) {
 			require.NoError(t, rows.Err())
 			assert.Contains(t, strings.Join(plan, "\n"), "Task Count: 1", "%s: a trace lookup is single-shard", table)
 		}
-		assert.Equal(t, 5, count(t, pool, "SELECT (SELECT count(*) FROM "+schema.Qualified(name, "spans")+" WHERE shard_key = '"+trace+"' AND trace_id = '"+trace+"')"+
-			" + (SELECT count(*) FROM "+schema.Qualified(name, "logs")+" WHERE shard_key = '"+trace+"' AND trace_id = '"+trace+"')"))
+		assert.Equal(t, 4, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "spans")+" s JOIN "+schema.Qualified(name, "logs")+
+			" l ON l.shard_key = s.trace_id AND l.trace_id = s.trace_id WHERE s.trace_id = '"+trace+"'"),
+			"a trace's 4 spans each join its log, on one shard")
+
+		// queries/ runs unchanged on the distributed tables.
+		files, err := filepath.Glob("../../queries/*.sql")
+		require.NoError(t, err)
+		require.NotEmpty(t, files)
+		for _, f := range files {
+			sql, err := os.ReadFile(f)
+			require.NoError(t, err)
+			rows, err := pool.Query(ctx, strings.ReplaceAll(string(sql), "otel.", pgx.Identifier{name}.Sanitize()+"."))
+			require.NoError(t, err, f)
+			for rows.Next() {
+			}
+			assert.NoError(t, rows.Err(), f)
+		}
 		assert.Zero(t, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "logs")+" WHERE trace_id = '00000000-0000-0000-0000-000000000000'"),
 			"an absent trace id is not stored as the nil uuid")
 		assert.Equal(t, 4000, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "logs")+" WHERE trace_id IS NULL"))

@@ -356,8 +356,14 @@ func (s *isolator) check(ctx context.Context, i int, todo []span) ([]span, error
 	// The same name as the table, so that refusals read as they would on
 	// one node ("new row for relation "spans" violates ...", "COPY spans,
 	// line 3").
+	// Its distribution column is NOT NULL too: Citus refuses a NULL there.
+	table := schema.Qualified(s.w.schema, t.Name)
 	if _, err := s.pc.Exec(ctx, prefix+"SAVEPOINT "+checkSavepoint+"; CREATE TEMPORARY TABLE "+tmp+
-		" (LIKE "+schema.Qualified(s.w.schema, t.Name)+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS)").ReadAll(); err != nil {
+		" (LIKE "+table+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS); "+
+		"DO $pgc$ DECLARE c text; BEGIN "+
+		"SELECT column_to_column_name(logicalrelid, partkey) INTO c FROM pg_dist_partition WHERE logicalrelid = '"+table+"'::regclass; "+
+		"IF c IS NOT NULL THEN EXECUTE format('ALTER TABLE "+tmp+" ALTER COLUMN %I SET NOT NULL', c); END IF; "+
+		"END $pgc$").ReadAll(); err != nil {
 		return nil, fmt.Errorf("check rows of %s: %w", t.Name, err)
 	}
 	s.state = spNone

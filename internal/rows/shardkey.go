@@ -6,14 +6,14 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 )
 
-// The shard key (tables.ShardKeyColumn) is the distribution column on
-// Citus. It is
+// The shard key (tables.ShardKeyColumn) is the distribution column of the
+// logs and metric tables on Citus (spans are distributed by trace_id). It is
 //
-//   - a span's or log's trace id when it has one: a trace's spans and logs
-//     share a shard, and a lookup by trace (shard_key = id AND trace_id = id)
-//     is routed to that shard alone;
-//   - for a log or span without a trace, a hash of the row's own bytes: such
-//     rows spread over every shard instead of piling up on one;
+//   - a log's trace id when it has one: the log shares its trace's shard,
+//     and a lookup of a trace's logs (shard_key = id AND trace_id = id) is
+//     routed to that shard alone;
+//   - for a log without a trace, a hash of the row's own bytes: such logs
+//     spread over every shard instead of piling up on one;
 //   - for a metric point, a hash of its series (resource, scope, service,
 //     name, description, unit, metadata and attributes): a series stays on
 //     one shard while the series of one metric name spread.
@@ -21,10 +21,9 @@ import (
 // The hash is xxhash64, stable across processes and releases (a series keeps
 // its shard), widened to 16 bytes.
 
-// writeShardKey ends a span or log row with its shard key, when the layout
-// has one.
-func (b *Batch) writeShardKey(e *pgcopy.Encoder, trace [16]byte) {
-	if !b.layout().ShardKey() {
+// writeShardKey ends a log row with its shard key, when its table has one.
+func (b *Batch) writeShardKey(e *pgcopy.Encoder, i int, trace [16]byte) {
+	if !b.layout().HasShardKey(i) {
 		return
 	}
 	if trace != ([16]byte{}) {
@@ -36,10 +35,10 @@ func (b *Batch) writeShardKey(e *pgcopy.Encoder, trace [16]byte) {
 	e.UUIDValue(widen(b.key.Sum64()))
 }
 
-// writeSeriesKey ends a metric row with its series' shard key, when the
-// layout has one.
-func (b *Batch) writeSeriesKey(e *pgcopy.Encoder) {
-	if !b.layout().ShardKey() {
+// writeSeriesKey ends a row of metric table i with its series' shard key,
+// when the table has one.
+func (b *Batch) writeSeriesKey(e *pgcopy.Encoder, i int) {
+	if !b.layout().HasShardKey(i) {
 		return
 	}
 	c := &b.ctx

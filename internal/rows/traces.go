@@ -109,5 +109,4 @@ func (b *Batch) writeSpan(s ptrace.Span) {
 	e.Int32(int32(s.DroppedLinksCount()))
 	c.writeTailRes(e, resJSON)
 	b.writePromoted(e, promo)
-	b.writeShardKey(e, s.TraceID())
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
-var distributeRe = regexp.MustCompile(`\('(\w+)', (?:'[^']*'|series), (?:NULL|'(\w+)')\)`)
+var distributeRe = regexp.MustCompile(`\('(\w+)', (?:'[^']*'|series|NULL), (?:NULL|'(\w+)')\)`)
 
 func TestCitusDDL(t *testing.T) {
 	ddl := schema.CitusDDL("otel")
@@ -33,8 +33,8 @@ func TestCitusDDL(t *testing.T) {
 	for _, m := range distributeRe.FindAllStringSubmatch(ddl, -1) {
 		got[m[1]] = m[2]
 	}
-	// Every signal table is distributed by its shard key, spans and logs
-	// together, the metric tables together.
+	// Every signal table is distributed, spans by trace_id and logs by shard
+	// key together, the metric tables by shard key together.
 	for _, tbl := range tables.Tables {
 		_, ok := got[tbl.Name]
 		assert.True(t, ok, "%s is distributed", tbl.Name)
@@ -46,7 +46,8 @@ func TestCitusDDL(t *testing.T) {
 	for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
 		assert.Equal(t, "metrics_gauge", got[m])
 	}
-	assert.Contains(t, ddl, "create_distributed_table(format('%I.%I', s, t.tbl), 'shard_key'")
+	assert.Contains(t, ddl, "dist := CASE WHEN t.tbl = 'spans' THEN 'trace_id' ELSE 'shard_key' END;")
+	assert.Contains(t, ddl, "create_distributed_table(format('%I.%I', s, t.tbl), dist,")
 	assert.Contains(t, ddl, "ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices']")
 	assert.Contains(t, ddl, "s      constant text := 'otel';")
 	assert.Len(t, schema.Statements(ddl), 1, "one DO block: one message")
@@ -119,7 +120,7 @@ func TestCitusIntegration(t *testing.T) {
 	pool := citusPool(t)
 	ctx := context.Background()
 
-	t.Run("distributes_every_table_by_its_shard_key", func(t *testing.T) {
+	t.Run("distributes_every_table", func(t *testing.T) {
 		name := citusSchema(t, pool)
 		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
 			if _, err := schema.Migrate(ctx, c, name); err != nil {
@@ -134,8 +135,10 @@ func TestCitusIntegration(t *testing.T) {
 			return schema.Distribute(ctx, c, name) // idempotent
 		}))
 		spans := distribution(t, pool, name, "spans")
-		assert.Equal(t, "shard_key", spans.column)
-		assert.Equal(t, spans, distribution(t, pool, name, "logs"), "a trace's spans and logs are colocated")
+		assert.Equal(t, "trace_id", spans.column)
+		logs := distribution(t, pool, name, "logs")
+		assert.Equal(t, "shard_key", logs.column)
+		assert.Equal(t, spans.colocation, logs.colocation, "a trace's spans and logs are colocated")
 		gauge := distribution(t, pool, name, "metrics_gauge")
 		assert.Equal(t, "shard_key", gauge.column)
 		for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
@@ -209,9 +212,11 @@ func TestCitusIntegration(t *testing.T) {
 		}
 		b.AddLogs(ld)
 		td := ptrace.NewTraces()
-		sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		sp := ss.AppendEmpty()
 		sp.SetName("old")
 		sp.SetTraceID(pcommon.TraceID{1, 0})
+		ss.AppendEmpty().SetName("no trace") // invalid OTLP, stored on one node
 		b.AddTraces(td)
 		_, err := pgwrite.NewWriter(pool, name).Write(ctx, &b)
 		require.NoError(t, err)
@@ -223,11 +228,16 @@ func TestCitusIntegration(t *testing.T) {
 		assert.Equal(t, 10, nullTrace, "an absent trace id stays NULL: it is not made up")
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "spans")).Scan(&spans))
 		assert.Equal(t, 1, spans)
+		var moved int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "rejects")+
+			" WHERE table_name = 'spans' AND sqlstate = '22004' AND row_json->>'span_name' = 'no trace'").Scan(&moved))
+		assert.Equal(t, 1, moved, "a span without a trace id cannot be distributed by it: it is kept in rejects")
 		assert.Equal(t, "shard_key", distribution(t, pool, name, "logs").column)
+		assert.Equal(t, "trace_id", distribution(t, pool, name, "spans").column)
 		var colocated int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema.Qualified(name, "logs")+` l JOIN `+
-			schema.Qualified(name, "spans")+` s ON s.shard_key = l.shard_key AND s.trace_id = l.trace_id`).Scan(&colocated))
-		assert.Equal(t, 1, colocated, "an old log of a trace joins its old span on the shard key")
+			schema.Qualified(name, "spans")+` s ON l.shard_key = s.trace_id AND s.trace_id = l.trace_id`).Scan(&colocated))
+		assert.Equal(t, 1, colocated, "an old log of a trace joins its old span on its shard key, colocated")
 	})
 
 	t.Run("distribution_by_an_earlier_release_is_refused_with_the_commands", func(t *testing.T) {
@@ -270,7 +280,11 @@ VALUES (now(), 0, now(), 0, '00000000-0000-0000-0000-000000000000', 0, 9, '{}', 
 		}
 		require.NoError(t, err)
 		for tbl := range old {
-			assert.Equal(t, "shard_key", distribution(t, pool, name, tbl).column, tbl)
+			want := "shard_key"
+			if tbl == "spans" {
+				want = "trace_id"
+			}
+			assert.Equal(t, want, distribution(t, pool, name, tbl).column, tbl)
 		}
 		assert.Equal(t, distribution(t, pool, name, "spans").colocation, distribution(t, pool, name, "logs").colocation)
 		var nullTrace int

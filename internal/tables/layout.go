@@ -110,40 +110,43 @@ func (l *Layout) PromotedKinds(i int) []Kind {
 
 // promoEnd is where table i's promoted columns end: the shard key follows.
 func (l *Layout) promoEnd(i int) int {
-	if l.shardKey {
+	if l.HasShardKey(i) {
 		return len(l.tables[i].Columns) - 1
 	}
 	return len(l.tables[i].Columns)
 }
 
-// ShardKeyColumn is the distribution column of every signal table on Citus
-// (distribution: citus, see internal/schema/citus/distribute.sql): a uuid
-// that is the trace id when the row has one, so that a trace's spans and
-// logs are colocated, and otherwise derived from the row (a log outside a
-// trace) or from its series (a metric point), so that every table spreads
-// evenly. The real trace_id column is left as it is, NULL when absent.
+// ShardKeyColumn is the distribution column on Citus (distribution: citus,
+// see internal/schema/citus/distribute.sql) of the logs and metric tables:
+// a uuid that is a log's trace id when it has one, so that it is colocated
+// with its trace's spans (distributed by trace_id), and otherwise derived
+// from the row (a log outside a trace) or from its series (a metric point),
+// so that those tables spread evenly. The real trace_id column is left as it
+// is, NULL when absent.
 const ShardKeyColumn = "shard_key"
 
-// WithShardKey returns l with ShardKeyColumn added at the end of every
-// table. Only distribution: citus writes it: one PostgreSQL does not pay
+// WithShardKey returns l with ShardKeyColumn added at the end of every table
+// but spans. Only distribution: citus writes it: one PostgreSQL does not pay
 // its 17 bytes a row.
 func (l *Layout) WithShardKey() *Layout {
 	if l.shardKey {
 		return l
 	}
-	out := &Layout{promo: l.promo, resKeys: l.resKeys, shardKey: true}
+	out := &Layout{tables: l.tables, promo: l.promo, resKeys: l.resKeys, shardKey: true}
 	for i := range l.tables {
-		t := l.tables[i]
+		if i == IdxSpans {
+			continue
+		}
+		t := &out.tables[i]
 		t.Columns = append(append([]string(nil), t.Columns...), ShardKeyColumn)
 		t.Kinds = append(append([]Kind(nil), t.Kinds...), KindUUID)
-		out.tables[i] = t
 	}
 	out.desc = out.descriptor()
 	return out
 }
 
-// ShardKey reports whether the layout's tables end with ShardKeyColumn.
-func (l *Layout) ShardKey() bool { return l.shardKey }
+// HasShardKey reports whether table i ends with ShardKeyColumn.
+func (l *Layout) HasShardKey(i int) bool { return l.shardKey && i != IdxSpans }
 
 // supportedKinds are the kinds a promoted column may have.
 var supportedKinds = map[Kind]string{
