@@ -162,7 +162,7 @@ func TestCitusIntegration(t *testing.T) {
 
 	t.Run("refused_rows_redis", func(t *testing.T) {
 		cfg, name, pool := citusConfig(t)
-		_, prefix := testRedis(t)
+		rdb, prefix := testRedis(t)
 		withRedis(cfg, prefix, "c1")
 		te, _ := startTraces(t, cfg)
 		poison(t, pool, name)
@@ -174,6 +174,8 @@ func TestCitusIntegration(t *testing.T) {
 		t.Logf("Redis mode: 500 spans, 55 refused, written and isolated %v after the push", took)
 		assert.Less(t, took, 5*time.Second)
 		checkRejects(t, pool, name)
+		require.Eventually(t, func() bool { return streamLen(t, rdb, prefix) == 0 }, 5*time.Second, 20*time.Millisecond,
+			"the entry is acknowledged and gone: no retry loop")
 	})
 
 	t.Run("migration_step_failure_is_named", func(t *testing.T) {
