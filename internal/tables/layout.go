@@ -126,8 +126,8 @@ func (l *Layout) promoEnd(i int) int {
 const ShardKeyColumn = "shard_key"
 
 // WithShardKey returns l with ShardKeyColumn added at the end of every table
-// but spans. Only distribution: citus writes it: one PostgreSQL does not pay
-// its 17 bytes a row.
+// but spans. Only distribution: citus writes it: one PostgreSQL does not
+// store its 16 bytes a row.
 func (l *Layout) WithShardKey() *Layout {
 	if l.shardKey {
 		return l
