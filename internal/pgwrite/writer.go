@@ -30,6 +30,7 @@ type TableResult struct {
 // concurrent use: each Write takes its own connection from the pool.
 type Writer struct {
 	pool            *pgxpool.Pool
+	schema          string
 	layout          *tables.Layout
 	copySQL         [len(tables.Tables)]string
 	names           [len(tables.Tables)]string
@@ -48,7 +49,7 @@ func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
 // NewLayoutWriter prepares the COPY statements of layout's tables for
 // schemaName; it writes only batches of that layout.
 func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *tables.Layout) *Writer {
-	w := &Writer{pool: pool, layout: layout, ledgerTable: schema.Qualified(schemaName, "ledger"),
+	w := &Writer{pool: pool, schema: schemaName, layout: layout, ledgerTable: schema.Qualified(schemaName, "ledger"),
 		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName)}
 	for i := range tables.Tables {
 		t := layout.Table(i)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
@@ -18,9 +19,10 @@ type Batch struct {
 	ctx context
 	lim Limits
 	lay *tables.Layout // nil: tables.DefaultLayout()
-	// nilTraceIDs writes an absent trace id as the nil uuid, not NULL: Citus
-	// refuses NULL in the distribution column.
-	nilTraceIDs bool
+	// key hashes what a row's shard key is derived from (shardkey.go).
+	key xxhash.Digest
+	// The bytes of a metric row, from the row's start, that name its series.
+	seriesFrom, seriesTo int
 
 	// Promoted values of the current row, and the keys dropped from its
 	// attributes' JSONB.
@@ -77,18 +79,9 @@ func (b *Batch) layout() *tables.Layout {
 	return b.lay
 }
 
-// SetNilTraceIDs makes an absent trace id the nil uuid instead of NULL
-// (distribution: citus); Reset keeps it.
-func (b *Batch) SetNilTraceIDs(on bool) { b.nilTraceIDs = on }
-
-// traceID writes a trace id column.
-func (b *Batch) traceID(e *pgcopy.Encoder, id [16]byte) {
-	if b.nilTraceIDs {
-		e.UUIDValue(id)
-	} else {
-		e.UUID(id)
-	}
-}
+// traceID writes a trace id column: NULL when absent, on Citus too (the
+// shard key, not the trace id, is the distribution column).
+func (b *Batch) traceID(e *pgcopy.Encoder, id [16]byte) { e.UUID(id) }
 
 // Reset empties the batch and keeps its buffers and limits.
 func (b *Batch) Reset() {

@@ -50,4 +50,5 @@ func (b *Batch) writeLog(l plog.LogRecord) {
 	e.Int32(int32(l.DroppedAttributesCount()))
 	c.writeTailRes(e, resJSON)
 	b.writePromoted(e, promo)
+	b.writeShardKey(e, tables.IdxLogs, l.TraceID())
 }

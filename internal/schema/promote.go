@@ -114,7 +114,7 @@ func PromotedColumns(l *tables.Layout) []Column {
 	for _, i := range []int{tables.IdxSpans, tables.IdxLogs} {
 		t := l.Table(i)
 		names := l.Promoted(i)
-		kinds := t.Kinds[len(t.Kinds)-len(names):]
+		kinds := l.PromotedKinds(i)
 		for j, n := range names {
 			out = append(out, Column{Table: t.Name, Name: n, Type: kinds[j].SQLType()})
 		}
