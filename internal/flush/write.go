@@ -21,7 +21,7 @@ import (
 // reply, resent) are recognized: they are acknowledged, not written again.
 // Two requests with identical bytes have two keys: both are written.
 func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
-	key := f.stream.Name()
+	key := f.stream.Ledger()
 	all := make([]keyedEntry, 0, len(entries))
 	known := entries[:0:0]
 	for _, e := range entries {
@@ -29,7 +29,7 @@ func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
 			// Written by a newer release: left pending (not acknowledged) for
 			// a replica that reads it, which claims it after claim_after.
 			f.logger.Error("stream entry of an unknown format, written by a newer release; leaving it for a replica that can read it",
-				zap.String("stream", key), zap.String("entry", e.ID), zap.String("format", e.Format))
+				zap.String("stream", f.stream.Name()), zap.String("entry", e.ID), zap.String("format", e.Format))
 			continue
 		}
 		known = append(known, e)
@@ -237,7 +237,7 @@ func (f *Worker) writeBatchGroup(ctx context.Context, key string, b *rows.Batch,
 			// A foreign or corrupted entry: retrying it could only wedge the
 			// stream. It goes to the quarantine with the batch, and its ledger
 			// key commits with it, so it is acked once its bytes are kept.
-			ledger.Quarantine = append(ledger.Quarantine, quarantined(key, e, err))
+			ledger.Quarantine = append(ledger.Quarantine, quarantined(f.stream.Name(), e, err))
 		}
 	}
 	wctx, cancel := f.writeContext()
