@@ -205,7 +205,7 @@ func (c *client) logDurability(ctx context.Context, rs *redisSide) error {
 		c.logger.Info("Redis persistence", fields...)
 	default:
 		c.logger.Warn("Redis persistence does not keep every acknowledged request through a crash; "+
-			"use appendonly yes with appendfsync always for none lost", fields...)
+			"use appendonly yes with appendfsync always, or replicas and redis::min_replicas, for none lost", fields...)
 	}
 	return rs.belowRequired(d, err)
 }

@@ -49,7 +49,11 @@ func startRedisReplica(t *testing.T, primary *redisServer) *redisServer {
 	rdb := primary.client(t)
 	// The first sync would otherwise wait 5s for more replicas.
 	require.NoError(t, rdb.ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err())
-	s := &redisServer{port: port, dir: t.TempDir(), extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.port)}}
+	s := &redisServer{port: port, dir: t.TempDir(), password: primary.password,
+		extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.port)}}
+	if primary.password != "" {
+		s.extra = append(s.extra, "--masterauth", primary.password)
+	}
 	s.start(t)
 	t.Cleanup(func() { s.kill(t) })
 	require.Eventually(t, func() bool {
