@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -59,6 +62,7 @@ func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
 			if err != nil {
 				return err
 			}
+			f.logCommitted(todo)
 		}
 		return f.stream.Ack(ctx, entries)
 	}
@@ -269,4 +273,23 @@ func (f *Worker) reportQuarantined(ctx context.Context, q []pgwrite.Quarantined)
 			zap.Int("bytes", len(e.Payload)), zap.String("table", f.cfg.Quarantine),
 			zap.String("reason", e.Reason))
 	}
+}
+
+// logCommitted says at debug level how long each entry waited in Redis: from
+// its stream id's time (the XADD, just before the request's acknowledgement
+// or its replicas' confirmation) to now, its commit. The bench reads it.
+func (f *Worker) logCommitted(entries []keyedEntry) {
+	ce := f.logger.Check(zap.DebugLevel, "entries committed")
+	if ce == nil {
+		return
+	}
+	now := time.Now().UnixMilli()
+	ages := make([]int64, 0, len(entries))
+	for _, e := range entries {
+		ms, _, _ := strings.Cut(e.ID, "-")
+		if t, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			ages = append(ages, now-t)
+		}
+	}
+	ce.Write(zap.String("stream", f.stream.Name()), zap.Int64s("xadd_to_commit_ms", ages))
 }
