@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // redisCluster is a throwaway Redis Cluster on loopback made with
@@ -163,6 +164,7 @@ func clusterConfig(t *testing.T, cl *redisCluster, prefix string, shards, minRep
 // with SIGKILL under load and its replica promoted by the cluster: every
 // acknowledged span is stored exactly once.
 func TestRedisClusterNodeKilledReplicaPromotedExactlyOnce(t *testing.T) {
+	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
 	cl := startRedisCluster(t, 16300, 3, 1)
 	const prefix = "pgct-cluster"
@@ -211,6 +213,7 @@ func TestRedisClusterNodeKilledReplicaPromotedExactlyOnce(t *testing.T) {
 // pending entries, to another primary under load: every acknowledged span
 // is stored exactly once.
 func TestRedisClusterReshardDuringLoadExactlyOnce(t *testing.T) {
+	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
 	cl := startRedisCluster(t, 16320, 3, 0)
 	// A prefix whose shard-0 slot is among the first slots of its node, so

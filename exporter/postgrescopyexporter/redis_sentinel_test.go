@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // sentinelMaster is the name the test sentinels monitor the primary under.
@@ -110,6 +111,7 @@ func sentinelConfig(t *testing.T, primary *redisServer, sentinels []string, sent
 // no persistence), which the sentinels make a replica of the new one, and
 // loads on. It returns what reached PostgreSQL.
 func sentinelFailover(t *testing.T, minReplicas int) chaosVerdict {
+	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
 	const dataPassword, sentinelPassword = "data-secret", "sentinel-secret"
 	primary := startRedisServer(t, dataPassword)
@@ -177,6 +179,7 @@ func TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss(t *testing.T) {
 // start is the primary's the sentinels name, and a wrong sentinel password
 // refuses the start without showing it.
 func TestRedisSentinelStartsWithTheSentinelsPrimary(t *testing.T) {
+	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	primary := startRedisServer(t, "")
 	startRedisReplica(t, primary)
 	sentinels := startSentinels(t, primary, 1, 1, "right-secret")
