@@ -200,6 +200,39 @@ func TestLoadConfig(t *testing.T) {
 			}(),
 		},
 		{
+			id: component.NewIDWithName(metadata.Type, "redis_sentinel"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4
+				rc := defaultRedisConfig()
+				rc.Sentinel = configoptional.Some(RedisSentinelConfig{
+					MasterName: "otel", Endpoints: []string{"sentinel-0:26379", "sentinel-1:26379"},
+					Username: "watcher", Password: "sentinel-pw",
+				})
+				rc.Password = "data-pw"
+				rc.MinReplicas = 1
+				rc.RequireDurability = "replicated"
+				c.Redis = configoptional.Some(rc)
+				return c
+			}(),
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "redis_cluster"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4
+				rc := defaultRedisConfig()
+				rc.Cluster = configoptional.Some(RedisClusterConfig{Endpoints: []string{"redis-0:6379", "redis-1:6379"}})
+				rc.Shards = 6
+				c.Redis = configoptional.Some(rc)
+				return c
+			}(),
+		},
+		{
 			// A queue the user wrote, waiting for the result, stays.
 			id: component.NewIDWithName(metadata.Type, "redis_queue"),
 			want: func() *Config {
