@@ -272,15 +272,15 @@ func (s *Stream) wait(ctx context.Context, tx *redis.Tx, aof bool) (int64, error
 	if !aof {
 		return tx.Wait(ctx, s.replicas, s.replicaTimeout).Result()
 	}
-	res, err := tx.Do(ctx, "WAITAOF", 0, s.replicas, s.replicaTimeout.Milliseconds()).Slice()
+	// go-redis extends the read deadline by the timeout, as for WAIT.
+	res, err := tx.WaitAOF(ctx, 0, s.replicas, s.replicaTimeout).Result()
 	if err != nil {
 		return 0, err
 	}
 	if len(res) != 2 {
 		return 0, fmt.Errorf("WAITAOF replied %v", res)
 	}
-	n, _ := res[1].(int64)
-	return n, nil
+	return res[1], nil
 }
 
 // waitAOF reports whether to wait with WAITAOF: on Redis 7.2 or newer whose
