@@ -116,7 +116,7 @@ func sentinelConfig(t *testing.T, primary *redisServer, sentinels []string, sent
 // make a replica of the new one, and loads on. It returns what reached
 // PostgreSQL.
 func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) chaosVerdict {
-	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
+	pool := pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
 	const dataPassword, sentinelPassword = "data-secret", "sentinel-secret"
 	primary := startRedisServer(t, dataPassword)
@@ -142,7 +142,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) ch
 	if partition > 0 {
 		// PostgreSQL slower than the load meanwhile (a lock holds the
 		// writes): what is acknowledged waits in Redis, as in a burst.
-		hold, err := pgtest.Pool(t).Begin(context.Background())
+		hold, err := pool.Begin(context.Background())
 		require.NoError(t, err)
 		_, err = hold.Exec(context.Background(), `LOCK TABLE "`+schemaName+`".spans IN EXCLUSIVE MODE`)
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,10 +36,10 @@ func leaveEntries(t *testing.T, rdb redis.UniversalClient, prefix string, shard 
 
 // storedOnce counts, for requests reqs of spans spans each, the spans
 // stored exactly once, missing, and stored more than once.
-func storedOnce(t *testing.T, schemaName string, reqs []int, spans int) (once, missing, dup int) {
+func storedOnce(t *testing.T, pool *pgxpool.Pool, schemaName string, reqs []int, spans int) (once, missing, dup int) {
 	t.Helper()
 	counts := map[int64]int{}
-	rows, err := pgtest.Pool(t).Query(context.Background(), `SELECT span_id, count(*) FROM "`+schemaName+`".spans GROUP BY span_id`)
+	rows, err := pool.Query(context.Background(), `SELECT span_id, count(*) FROM "`+schemaName+`".spans GROUP BY span_id`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id, n int64
@@ -90,6 +91,7 @@ func shardsLen(t *testing.T, rdb redis.UniversalClient, prefix string, n int) in
 func TestRedisShardsChangedLoseNothing(t *testing.T) {
 	shortStats(t)
 	cfg0, schemaName := testConfig(t)
+	pool := pgtest.Pool(t)
 	rdb, prefix := testRedis(t)
 	t.Cleanup(func() {
 		for i := range 8 {
@@ -116,7 +118,7 @@ func TestRedisShardsChangedLoseNothing(t *testing.T) {
 		// The shard's epoch is written with its group: each shard was used.
 		require.NoError(t, rdb.Get(ctx, coord.ShardKeys(prefix, "traces", i).Epoch).Err(), "shard %d", i)
 	}
-	require.Eventually(t, func() bool { _, missing, _ := storedOnce(t, schemaName, run1, 10); return missing == 0 },
+	require.Eventually(t, func() bool { _, missing, _ := storedOnce(t, pool, schemaName, run1, 10); return missing == 0 },
 		20*time.Second, 50*time.Millisecond)
 	require.NoError(t, a.Shutdown(ctx))
 	// What a replica that died with entries pending on shards 1..3 left.
@@ -154,7 +156,7 @@ func TestRedisShardsChangedLoseNothing(t *testing.T) {
 		"b does not drain the shards c used")
 
 	all := append(append(append(append(run1, left...), run2...), run3...), late...)
-	once, missing, dup := storedOnce(t, schemaName, all, 10)
+	once, missing, dup := storedOnce(t, pool, schemaName, all, 10)
 	t.Logf("shards 4 → 1 → 6 (alongside 1): %d spans stored once, %d missing, %d duplicated", once, missing, dup)
 	assert.Equal(t, len(all)*10, once)
 	assert.Zero(t, missing)
