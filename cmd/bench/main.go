@@ -28,7 +28,11 @@ type bench struct {
 	psql      string
 	collector string
 	redisAddr string
-	pool      *pgxpool.Pool // administration: DDL, counts, queries in the indexes part
+	// redisHAPortBase is -redis-ha-ports; redisSection, when set, replaces
+	// the redis section's endpoint for a run (a started deployment).
+	redisHAPortBase int
+	redisSection    map[string]any
+	pool            *pgxpool.Pool // administration: DDL, counts, queries in the indexes part
 
 	prefix  string   // of every schema this run creates
 	schemas []string // created, dropped at the end
@@ -62,6 +66,9 @@ type strategy struct {
 	name string
 	// redis runs the collector with the exporter's redis section.
 	redis bool
+	// redisHA names the Redis deployment the bench starts for the run
+	// (redisha.go); empty: the -redis server.
+	redisHA string
 }
 
 func (s strategy) displayName() string {
@@ -72,7 +79,7 @@ func (s strategy) displayName() string {
 }
 
 func strategies() []strategy {
-	return []strategy{
+	return append([]strategy{
 		{key: "insert-1", app: &appStrategy{name: "INSERT 1 row x 50 conns", conns: 50, batch: 1}},
 		{key: "insert-500", app: &appStrategy{name: "INSERT 500 rows x 20 conns", conns: 20, batch: 500}},
 		{key: "copy-5000", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns, JSON pre-rendered", conns: 4, batch: 5000, copy: true}},
@@ -81,7 +88,7 @@ func strategies() []strategy {
 		{key: "pgbouncer", app: &appStrategy{name: "INSERT 500 x 20 via pgbouncer", conns: 20, batch: 500, viaPgbouncer: true}},
 		{key: "postgrescopy", name: "postgrescopy direct"},
 		{key: "postgrescopy-redis", name: "postgrescopy + Redis", redis: true},
-	}
+	}, redisHAStrategies()...)
 }
 
 var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
@@ -146,7 +153,7 @@ func run() int {
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
 	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
 	fs.Uint64Var(&b.seed, "seed", 1, "loadgen seed: the same seed writes the same rows")
-	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,copy-5000-maps,pgbouncer,postgrescopy,postgrescopy-redis", "write strategies to run")
+	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,copy-5000-maps,pgbouncer,postgrescopy,postgrescopy-redis,postgrescopy-redis-replica,postgrescopy-redis-cluster", "write strategies to run")
 	fs.DurationVar(&insertBudget, "insert-budget", 90*time.Second, "skip a larger scale of one-row INSERT when the previous scale's rate says it would take longer")
 	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
 	fs.BoolVar(&b.replica, "replica", true, "mixed part: run it on the bench's own primary (initdb) and also send the readers to a streaming replica of it (pg_basebackup); reported unavailable when that cannot be set up")
@@ -158,6 +165,7 @@ func run() int {
 	fs.IntVar(&b.bouncerPool, "pgbouncer-pool", 10, "pgbouncer server connections (default_pool_size) for the 20 client connections")
 	fs.StringVar(&b.collector, "collector", "_build/otelcol-postgrescopy", "the built distribution (make build)")
 	fs.StringVar(&b.redisAddr, "redis", "127.0.0.1:6379", "Redis for the postgrescopy + Redis strategy")
+	fs.IntVar(&b.redisHAPortBase, "redis-ha-ports", 16400, "first of the loopback ports the Redis replica and Redis Cluster strategies start their redis-servers on (and port + 10000, a cluster node's bus)")
 	fs.StringVar(&b.psql, "psql", "psql", "psql binary for the \\copy ceiling")
 	fs.StringVar(&queriesDir, "queries", "queries", "directory of the analytical queries")
 	fs.StringVar(&outDir, "out", "bench/results", "where to write <timestamp>.{md,json,png} and latest.*")
@@ -514,7 +522,20 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		return r
 	}
 	prefix := ""
-	if s.redis {
+	if s.redisHA != "" {
+		d, err := b.startRedisHA(ctx, s.redisHA)
+		if err != nil {
+			r.Status, r.Note = "failed", err.Error()
+			if errors.Is(err, errUnavailable) {
+				r.Status = "unavailable"
+			}
+			return r
+		}
+		defer d.stop()
+		b.redisSection = d.section
+		defer func() { b.redisSection = nil }()
+		prefix = b.prefix + "-" + strconv.Itoa(ds.users)
+	} else if s.redis {
 		if err := b.redisReachable(ctx); err != nil {
 			r.Status, r.Note = "unavailable", fmt.Sprintf("Redis at %s does not answer: %v", b.redisAddr, err)
 			return r
@@ -532,7 +553,10 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		return r
 	}
 	out := collectorResult(name, ds.users, ds.totalRows(), ds.totalBytes(), run)
-	if s.redis {
+	if l := commitLatency(run.commitAges); l != "" {
+		out.Note += "; " + l
+	}
+	if s.redis && s.redisHA == "" {
 		if n := b.redisKeys(prefix); n == 0 {
 			out.Note += "; no Redis key was created under the run's key_prefix: the collector wrote directly"
 		}

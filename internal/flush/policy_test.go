@@ -41,6 +41,7 @@ type fakeStream struct {
 }
 
 func (s *fakeStream) Name() string                                                 { return "{test:traces}:stream" }
+func (s *fakeStream) Ledger() string                                               { return "{test:traces}:stream" }
 func (s *fakeStream) Ensure(context.Context) error                                 { return nil }
 func (s *fakeStream) ReadOwnPending(context.Context, int64) ([]coord.Entry, error) { return nil, nil }
 
