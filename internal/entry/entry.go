@@ -27,7 +27,14 @@ func readUvarint(r *[]byte) (uint64, bool) {
 // field: a batch as already encoded for COPY, so that a flush worker copies
 // an entry's rows into its batch (or streams them into COPY) instead of
 // decoding and encoding them again.
-const Format = "copy1"
+const Format = "copy2"
+
+// Formats are the formats this release reads: copy1 is the previous
+// release's (the same encoding, of a layout without the context dictionary,
+// which tables.ParseLayout reads), so that its entries still pending at an
+// upgrade are written as they are. A copy1 reader leaves a copy2 entry
+// pending for a replica of this release instead of quarantining it.
+var Formats = []string{"copy1", Format}
 
 // Rows is what an entry is made from and read into: a rows.Batch, one
 // binary COPY encoder per table of its layout.

@@ -115,6 +115,7 @@ type isolator struct {
 func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first error) ([]TableResult, error) {
 	var out []TableResult
 	var stats IsolationStats
+	var ids [][16]byte
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		b.ClearRejects()
@@ -124,11 +125,19 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 			}
 		}
 		s := isolator{w: w, b: b, pc: tx.Conn().PgConn(), first: first}
-		for i := range w.copySQL {
+		for _, i := range tableOrder {
 			if _, err := b.Data(i); err != nil {
 				return err
 			}
 			if b.Rows(i) == 0 {
+				continue
+			}
+			if i == tables.IdxContexts {
+				// Before any savepoint: the rows that follow need them.
+				var err error
+				if ids, _, err = w.insertContexts(ctx, s.pc, pgcopy.NewReader(b.Tuples(i, 0, b.Rows(i)))); err != nil {
+					return err
+				}
 				continue
 			}
 			before := len(b.Rejects())
@@ -147,6 +156,7 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 		b.ClearRejects()
 		return nil, err
 	}
+	w.known.add(ids)
 	if w.onIsolate != nil {
 		w.onIsolate(stats)
 	}
@@ -157,8 +167,9 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 // others as rejects.
 func (s *isolator) table(ctx context.Context, i int) (written, size int, err error) {
 	name := s.w.names[i]
+	store := s.w.stores[i] // what PostgreSQL's error context names
 	todo := []span{{0, s.b.Rows(i)}}
-	if r, ok := refusedRow(s.first, name, todo[0]); ok {
+	if r, ok := refusedRow(s.first, store, todo[0]); ok {
 		// The fast path already found this one.
 		s.reject(i, r, s.first)
 		todo = []span{{r + 1, todo[0].hi}, {0, r}}
@@ -187,7 +198,7 @@ func (s *isolator) table(ctx context.Context, i int) (written, size int, err err
 		}
 		s.stats.Refused++
 		s.last = err
-		if r, ok := refusedRow(err, name, sp); ok {
+		if r, ok := refusedRow(err, store, sp); ok {
 			s.reject(i, r, err)
 			todo = append(todo, span{r + 1, sp.hi}, span{sp.lo, r})
 			continue

@@ -32,7 +32,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 			b.addRow(tables.IdxGauge, func() {
 				e := b.metricHead(tables.IdxGauge, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 				numberValue(e, dp)
-				b.ctx.writeTail(e)
+				b.writeContext(e, b.ctx.resJSON)
 			})
 		}
 	case pmetric.MetricTypeSum:
@@ -43,7 +43,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				numberValue(e, dp)
 				e.Bool(sum.IsMonotonic())
 				enumText(e, sum.AggregationTemporality().String(), int32(sum.AggregationTemporality()))
-				b.ctx.writeTail(e)
+				b.writeContext(e, b.ctx.resJSON)
 			})
 		}
 	case pmetric.MetricTypeHistogram:
@@ -59,7 +59,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				e.Int64Array(bc.Len(), func(i int) int64 { return int64(bc.At(i)) })
 				e.Float64Array(eb.Len(), eb.At)
 				enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
-				b.ctx.writeTail(e)
+				b.writeContext(e, b.ctx.resJSON)
 			})
 		}
 	case pmetric.MetricTypeExponentialHistogram:
@@ -81,7 +81,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				e.Int32(neg.Offset())
 				e.Int64Array(nc.Len(), func(i int) int64 { return int64(nc.At(i)) })
 				enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
-				b.ctx.writeTail(e)
+				b.writeContext(e, b.ctx.resJSON)
 			})
 		}
 	case pmetric.MetricTypeSummary:
@@ -93,7 +93,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				qv := dp.QuantileValues()
 				e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Quantile() })
 				e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Value() })
-				b.ctx.writeTail(e)
+				b.writeContext(e, b.ctx.resJSON)
 			})
 		}
 	}

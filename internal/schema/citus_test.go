@@ -26,22 +26,22 @@ func TestCitusDDL(t *testing.T) {
 	}
 	// Every signal table is distributed, spans and logs by trace_id together,
 	// the metric tables by metric_name together.
-	for _, tbl := range tables.Tables {
-		d, ok := got[tbl.Name]
-		require.True(t, ok, "%s is distributed", tbl.Name)
+	for _, tbl := range tables.Tables[:tables.NumSignalTables] {
+		d, ok := got[tbl.Store]
+		require.True(t, ok, "%s is distributed", tbl.Store)
 		assert.Equal(t, "create_distributed_table", d.fn, tbl.Name)
 		assert.Contains(t, tbl.Columns, d.column, "%s is distributed by one of its columns", tbl.Name)
 	}
-	assert.Equal(t, dist{"create_distributed_table", "trace_id", ""}, got["spans"])
-	assert.Equal(t, dist{"create_distributed_table", "trace_id", "spans"}, got["logs"])
-	assert.Equal(t, dist{"create_distributed_table", "metric_name", ""}, got["metrics_gauge"])
+	assert.Equal(t, dist{"create_distributed_table", "trace_id", ""}, got["spans_rows"])
+	assert.Equal(t, dist{"create_distributed_table", "trace_id", "spans_rows"}, got["logs_rows"])
+	assert.Equal(t, dist{"create_distributed_table", "metric_name", ""}, got["metrics_gauge_rows"])
 	for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
-		assert.Equal(t, dist{"create_distributed_table", "metric_name", "metrics_gauge"}, got[m])
+		assert.Equal(t, dist{"create_distributed_table", "metric_name", "metrics_gauge_rows"}, got[m+"_rows"])
 	}
-	for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version"} {
+	for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version", "contexts"} {
 		assert.Equal(t, "create_reference_table", got[ref].fn, ref)
 	}
-	assert.Len(t, got, len(tables.Tables)+4, "nothing else is distributed")
+	assert.Len(t, got, tables.NumSignalTables+5, "nothing else is distributed")
 }
 
 // TestCitusIndexesKeepNoUniqueness: Citus refuses unique indexes that do not
@@ -73,8 +73,8 @@ func TestCitusIntegration(t *testing.T) {
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
 JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = ANY($2)`, name,
-		[]string{"spans", "logs", "metrics_gauge", "ledger"}).Scan(&n))
-	assert.Equal(t, 4, n)
+		[]string{"spans_rows", "logs_rows", "metrics_gauge_rows", "ledger", "contexts"}).Scan(&n))
+	assert.Equal(t, 5, n)
 	_, err = schema.Maintain(ctx, conn, name, daily)
 	require.NoError(t, err, "partition maintenance works on distributed tables")
 }
