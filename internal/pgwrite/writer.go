@@ -161,12 +161,9 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 				continue
 			}
 			if i == tables.IdxContexts {
-				var added int
-				if ids, added, err = w.insertContexts(ctx, pc, r); err != nil {
+				// Not a TableResult: the results count the signal rows.
+				if ids, _, err = w.insertContexts(ctx, pc, r); err != nil {
 					return err
-				}
-				if added > 0 {
-					out = append(out, TableResult{Table: w.names[i], Rows: added, Bytes: size})
 				}
 				continue
 			}

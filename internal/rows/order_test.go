@@ -58,7 +58,10 @@ func TestShrunkRowKeepsMapOrder(t *testing.T) {
 		require.NotEqual(t, un, or, "row %d within the limit has its keys in jsonb order", i)
 		require.Equal(t, len(un), len(or))
 		require.Contains(t, or, `{"a0":"v","test.id":`)
-		require.Contains(t, or, `{"host":"h","service.name":"svc"}`, "the resource's keys too, also after a shrunk row")
-		require.Contains(t, or, `{"k":"s","scope.key":"s"}`, "and the scope's")
 	}
+	// The context of the rows within the limit (the shrunk one has its own,
+	// in its keys' own order).
+	ctx := string(ordered.enc[tables.IdxContexts].Tuples(0, 1))
+	require.Contains(t, ctx, `{"host":"h","service.name":"svc"}`, "the resource's keys too, also after a shrunk row")
+	require.Contains(t, ctx, `{"k":"s","scope.key":"s"}`, "and the scope's")
 }
