@@ -349,3 +349,85 @@ func TestPreReleaseSchemaIsRefused(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, q(name, "SELECT count(*) FROM S.schema_version")).Scan(&versions))
 	assert.Equal(t, 1, versions, "nothing was applied on top")
 }
+
+// TestUpgradeToContextsKeepsRowsAndGrants: a schema at version 2 with rows
+// (their context in each row) and a reader and a writer role migrates to the
+// context dictionary: the old rows read the same through the views, the
+// reader may read the views and the writer may insert contexts, and the
+// partitions keep their names and their maintenance.
+func TestUpgradeToContextsKeepsRowsAndGrants(t *testing.T) {
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = schema.MigrateTo(ctx, conn.Conn(), name, 2)
+	require.NoError(t, err)
+	_, err = schema.Maintain(ctx, pool, name, daily)
+	require.NoError(t, err)
+	reader, writer := name+"_reader", name+"_writer"
+	for _, r := range []string{reader, writer} {
+		_, err = pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{r}.Sanitize())
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{r}.Sanitize())
+			_, _ = pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{r}.Sanitize())
+		})
+	}
+	_, err = pool.Exec(ctx, q(name, `GRANT USAGE ON SCHEMA `+pgx.Identifier{name}.Sanitize()+` TO `+pgx.Identifier{reader}.Sanitize()+`, `+pgx.Identifier{writer}.Sanitize()+`;
+GRANT SELECT ON S.spans TO `+pgx.Identifier{reader}.Sanitize()+`;
+GRANT INSERT ON S.spans TO `+pgx.Identifier{writer}.Sanitize()+`;
+INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags, service_name, span_name, span_kind, status_code,
+  span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  scope_name, resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+SELECT now() - (i || ' minutes')::interval, 0, now(), 1, 0, 'svc', 'op' || i, 'Server', 'Ok', '{"k": 1}', 0, 0, 0,
+  'sc', '{"service.name": "svc", "host": "h"}', '{}', 2, 0 FROM generate_series(1, 100) i`))
+	require.NoError(t, err)
+	read := func(table string) string {
+		var s string
+		require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT string_agg(t::text, E'\n' ORDER BY t::text) FROM S.`+table+` t`)).Scan(&s))
+		return s
+	}
+	before := read("spans")
+
+	res, err := schema.Migrate(ctx, conn.Conn(), name)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.From)
+	require.Equal(t, 3, res.To)
+	assert.Equal(t, before, read("spans"), "the old rows read the same through the view")
+	var relkind string
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT relkind::text FROM pg_class WHERE oid = 'S.spans'::regclass`)).Scan(&relkind))
+	assert.Equal(t, "v", relkind)
+
+	for _, c := range []struct{ role, sql string }{
+		{reader, `SELECT count(*) FROM S.spans`},
+		{writer, `INSERT INTO S.contexts (context_id, resource_attributes, scope_attributes,
+			resource_dropped_attributes_count, scope_dropped_attributes_count) VALUES (md5('x')::uuid, '{}', '{}', 0, 0)`},
+		{writer, `INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind,
+			status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count, context_id)
+			VALUES (now(), 0, now(), 1, 0, 'new', 'Server', 'Ok', '{}', 0, 0, 0, md5('x')::uuid)`},
+	} {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{c.role}.Sanitize())
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, q(name, c.sql))
+		require.NoError(t, err, "%s: %s", c.role, c.sql)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	var res0 string
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT resource_attributes::text FROM S.spans WHERE span_name = 'new'`)).Scan(&res0))
+	assert.Equal(t, "{}", res0, "a new row reads its context from the dictionary")
+
+	actions, err := schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: 24 * time.Hour, Premake: 5})
+	require.NoError(t, err)
+	require.NotEmpty(t, actions)
+	for _, a := range actions {
+		if strings.HasPrefix(a.Partition, "spans") {
+			assert.Regexp(t, `^spans_p\d{8}_0000$`, a.Partition)
+			assert.Equal(t, "created", a.Action, a.Detail)
+		}
+	}
+	assert.Contains(t, partitions(t, pool, name), "spans_default", "the partitions moved with their table")
+}
