@@ -77,15 +77,16 @@ func TestCreateSchemaFalseNamesWhatIsMissing(t *testing.T) {
 	cfg.CreateSchema = false
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	// Only the spans table, without one column.
-	_, err := pool.Exec(ctx, `CREATE SCHEMA "`+schemaName+`"; CREATE TABLE "`+schemaName+`".spans (start_time timestamptz)`)
+	// Only the spans' table, without one column.
+	_, err := pool.Exec(ctx, `CREATE SCHEMA "`+schemaName+`"; CREATE TABLE "`+schemaName+`".spans_rows (start_time timestamptz)`)
 	require.NoError(t, err)
 	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	err = te.Start(ctx, componenttest.NewNopHost())
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "spans.span_name (column missing)")
-	assert.Contains(t, err.Error(), "logs (table missing or not visible)")
+	assert.Contains(t, err.Error(), "spans_rows.span_name (column missing)")
+	assert.Contains(t, err.Error(), "logs_rows (table missing or not visible)")
+	assert.Contains(t, err.Error(), "contexts (table missing or not visible)")
 	assert.Contains(t, err.Error(), "create_schema")
 	require.NoError(t, te.Shutdown(ctx))
 }

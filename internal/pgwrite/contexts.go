@@ -89,7 +89,9 @@ func contextsSQL(schemaName string, n int) string {
 		}
 		b.WriteByte(')')
 	}
-	b.WriteString(" ON CONFLICT (context_id) DO NOTHING")
+	// No conflict target: naming one needs SELECT on the table, and the
+	// writer role may only insert.
+	b.WriteString(" ON CONFLICT DO NOTHING")
 	return b.String()
 }
 
