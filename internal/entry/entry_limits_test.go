@@ -147,7 +147,8 @@ func TestEntryRatioLimit(t *testing.T) {
 		records, err := entry.EntryTables(ent)
 		require.NoError(t, err, what)
 		require.Len(t, records, 2, "the spans and their context")
-		tb := records[0]
+		require.Equal(t, tables.IdxContexts, records[0].Table, "the contexts come first")
+		tb := records[1]
 		require.Equal(t, tables.IdxSpans, tb.Table)
 		require.True(t, tb.Compressed, "%s: still compressed", what)
 		require.LessOrEqual(t, tb.Size, tb.Stored*entry.MaxRatio+64, what)
