@@ -258,6 +258,12 @@ func (b *Batch) writeContext(e *pgcopy.Encoder, resJSON []byte) {
 	d.BeginRow(1 + len(tables.ContextColumns))
 	d.UUIDValue(c.id)
 	d.Fields(fields, len(tables.ContextColumns))
+	if b.lim.MaxRow > 0 && len(d.LastRow()) > b.lim.MaxRow {
+		// The row limit holds for a context as for the rows it once was
+		// part of; its id stays that of the whole context. A cut keeps
+		// members in jsonb's order here (the context is encoded once).
+		b.shrinkRow(tables.IdxContexts)
+	}
 }
 
 // timestamp writes a nanosecond time as timestamptz plus its sub-microsecond rest.
