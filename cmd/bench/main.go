@@ -55,6 +55,7 @@ type bench struct {
 	bouncerErr    error
 	collectorRuns int // names each run's config and log file
 	progress      *progress
+	rowcostKeys   []string // rowcost part: variants to measure, all when empty
 }
 
 func (b *bench) logf(format string, a ...any) { b.progress.message(fmt.Sprintf(format, a...)) }
@@ -92,6 +93,10 @@ func strategies() []strategy {
 }
 
 var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
+
+// extraParts run only when named: rowcost (what a row costs PostgreSQL under
+// storage variants; docs/benchmarks.md).
+var extraParts = []string{"rowcost"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -143,12 +148,13 @@ func run() int {
 	began := time.Now()
 	b := &bench{}
 	var (
-		partsFlag, scaleFlag, stratFlag, outDir, queriesDir string
-		insertBudget                                        time.Duration
+		partsFlag, scaleFlag, stratFlag, outDir, queriesDir, rowcostFlag string
+		insertBudget                                                     time.Duration
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
-	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes")
+	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost)")
+	fs.StringVar(&rowcostFlag, "rowcost-variants", "", "rowcost part: the variants to measure (default all)")
 	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
 	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
@@ -172,7 +178,7 @@ func run() int {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
-	parts, err := parseList(partsFlag, allParts, "part")
+	parts, err := parseList(partsFlag, append(slices.Clone(allParts), extraParts...), "part")
 	if err == nil && len(parts) == 0 {
 		err = errors.New("no part selected")
 	}
@@ -231,6 +237,10 @@ func run() int {
 	if has("indexes") {
 		total += b.runs + 1
 	}
+	if has("rowcost") {
+		total += b.runs * len(rowcostVariants())
+	}
+	b.rowcostKeys = strings.FieldsFunc(rowcostFlag, func(r rune) bool { return r == ',' })
 	b.progress = newProgress(total)
 	defer b.progress.finish()
 
@@ -439,6 +449,17 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 			b.logf("indexes: %v", err)
 		}
 		rep.Indexes = &ix
+	}
+	if has("rowcost") {
+		ds, err := getDataset(b.users)
+		if err != nil {
+			return err
+		}
+		rc, err := b.runRowcost(ctx, ds, b.rowcostKeys)
+		if err != nil {
+			return fmt.Errorf("rowcost: %w", err)
+		}
+		rep.RowCost = rc
 	}
 	rep.Targets = targets(rep.Strategies)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // citusConfig is a direct-write config with distribution: citus into a fresh
@@ -91,7 +92,7 @@ func every9th(i int) bool { return i%9 == 4 && i < 495 }
 // shardCounts is the row count of every shard of table.
 func shardCounts(t *testing.T, pool *pgxpool.Pool, schemaName, table string) []int {
 	rows, err := pool.Query(context.Background(), "SELECT result FROM run_command_on_shards($1, 'SELECT count(*) FROM %s')",
-		schema.Qualified(schemaName, table))
+		schema.Qualified(schemaName, tables.StoreName(table)))
 	require.NoError(t, err)
 	defer rows.Close()
 	var out []int
@@ -112,7 +113,7 @@ func shardCounts(t *testing.T, pool *pgxpool.Pool, schemaName, table string) []i
 func TestCitusIntegration(t *testing.T) {
 	ctx := context.Background()
 	poison := func(t *testing.T, pool *pgxpool.Pool, name string) {
-		_, err := pool.Exec(ctx, "ALTER TABLE "+schema.Qualified(name, "spans")+" ADD CONSTRAINT no_poison CHECK (span_name <> 'poison')")
+		_, err := pool.Exec(ctx, "ALTER TABLE "+schema.Qualified(name, "spans_rows")+" ADD CONSTRAINT no_poison CHECK (span_name <> 'poison')")
 		require.NoError(t, err)
 	}
 	checkRejects := func(t *testing.T, pool *pgxpool.Pool, name string) {

@@ -144,7 +144,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) ch
 		// writes): what is acknowledged waits in Redis, as in a burst.
 		hold, err := pool.Begin(context.Background())
 		require.NoError(t, err)
-		_, err = hold.Exec(context.Background(), `LOCK TABLE "`+schemaName+`".spans IN EXCLUSIVE MODE`)
+		_, err = hold.Exec(context.Background(), `LOCK TABLE "`+schemaName+`".spans_rows IN EXCLUSIVE MODE`)
 		require.NoError(t, err)
 		link.Stall()
 		time.Sleep(partition)

@@ -46,7 +46,7 @@ func TestCitusIntegration(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, schema.Distribute(ctx, conn.Conn(), name))
 	conn.Release()
-	_, err = pool.Exec(ctx, "ALTER TABLE "+schema.Qualified(name, "spans")+" ADD CONSTRAINT no_poison CHECK (span_name IS DISTINCT FROM 'poison')")
+	_, err = pool.Exec(ctx, "ALTER TABLE "+schema.Qualified(name, "spans_rows")+" ADD CONSTRAINT no_poison CHECK (span_name IS DISTINCT FROM 'poison')")
 	require.NoError(t, err)
 
 	layout := tables.DefaultLayout().WithShardKey()

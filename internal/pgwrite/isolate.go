@@ -151,6 +151,7 @@ type isolator struct {
 func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first error) ([]TableResult, error) {
 	var out []TableResult
 	var stats IsolationStats
+	var ids [][16]byte
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		b.ClearRejects()
@@ -166,7 +167,7 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 			// worker yet, so Citus keeps the check's many savepoints on the
 			// coordinator instead of sending each to every worker.
 			for i := range w.copySQL {
-				if b.Rows(i) == 0 {
+				if b.Rows(i) == 0 || i == tables.IdxContexts {
 					continue
 				}
 				passed, err := s.check(ctx, i, []span{{0, b.Rows(i)}})
@@ -181,8 +182,16 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 				return err
 			}
 		}
-		for i := range w.copySQL {
+		for _, i := range tableOrder {
 			if b.Rows(i) == 0 {
+				continue
+			}
+			if i == tables.IdxContexts {
+				// Before any savepoint: the rows that follow need them.
+				var err error
+				if ids, _, err = w.insertContexts(ctx, s.pc, pgcopy.NewReader(b.Tuples(i, 0, b.Rows(i)))); err != nil {
+					return err
+				}
 				continue
 			}
 			written, n, err := s.table(ctx, i)
@@ -205,6 +214,7 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 		b.ClearRejects()
 		return nil, err
 	}
+	w.known.add(ids)
 	if w.onIsolate != nil {
 		w.onIsolate(stats)
 	}
@@ -226,8 +236,9 @@ func isolationDeadline(ctx context.Context) time.Time {
 // others as rejects.
 func (s *isolator) table(ctx context.Context, i int) (written, size int, err error) {
 	name := s.w.names[i]
+	store := s.w.stores[i] // what PostgreSQL's error context names
 	todo := []span{{0, s.b.Rows(i)}}
-	if r, ok := refusedRow(s.first, name, todo[0]); ok {
+	if r, ok := refusedRow(s.first, store, todo[0]); ok {
 		// The fast path already found this one.
 		s.reject(i, r, s.first)
 		todo = []span{{r + 1, todo[0].hi}, {0, r}}
@@ -283,7 +294,7 @@ func (s *isolator) table(ctx context.Context, i int) (written, size int, err err
 // splits every refused run until its refused rows are found and rejected;
 // it returns the runs accepted.
 func (s *isolator) narrow(ctx context.Context, i int, sql string, todo []span) ([]span, error) {
-	name := s.w.names[i]
+	store := s.w.stores[i] // what PostgreSQL's error context names
 	var accepted []span
 	for len(todo) > 0 {
 		sp := todo[len(todo)-1]
@@ -310,7 +321,7 @@ func (s *isolator) narrow(ctx context.Context, i int, sql string, todo []span) (
 		if CitusForwarded(err) {
 			s.citus = true
 		}
-		if r, ok := refusedRow(err, name, sp); ok {
+		if r, ok := refusedRow(err, store, sp); ok {
 			s.reject(i, r, err)
 			todo = append(todo, span{r + 1, sp.hi}, span{sp.lo, r})
 			continue
@@ -343,7 +354,7 @@ func (s *isolator) spent() string {
 // returns the runs it accepted.
 func (s *isolator) check(ctx context.Context, i int, todo []span) ([]span, error) {
 	t := s.w.layout.Table(i)
-	tmp := pgx.Identifier{"pg_temp", t.Name}.Sanitize()
+	tmp := pgx.Identifier{"pg_temp", t.Store}.Sanitize()
 	var prefix string
 	outer := spNone
 	switch s.state {
@@ -354,10 +365,10 @@ func (s *isolator) check(ctx context.Context, i int, todo []span) ([]span, error
 		outer = spClean
 	}
 	// The same name as the table, so that refusals read as they would on
-	// one node ("new row for relation "spans" violates ...", "COPY spans,
-	// line 3").
+	// one node ("new row for relation "spans_rows" violates ...", "COPY
+	// spans_rows, line 3").
 	// Its distribution column is NOT NULL too: Citus refuses a NULL there.
-	table := schema.Qualified(s.w.schema, t.Name)
+	table := schema.Qualified(s.w.schema, t.Store)
 	if _, err := s.pc.Exec(ctx, prefix+"SAVEPOINT "+checkSavepoint+"; CREATE TEMPORARY TABLE "+tmp+
 		" (LIKE "+table+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS); "+
 		"DO $pgc$ DECLARE c text; BEGIN "+

@@ -120,7 +120,7 @@ func (b *Batch) metricHead(idx int, m pmetric.Metric, ts, start pcommon.Timestam
 // metricTail ends a row of metric table i: contextColumns, then its shard
 // key.
 func (b *Batch) metricTail(e *pgcopy.Encoder, i int) {
-	b.ctx.writeTail(e)
+	b.writeContext(e, b.ctx.resJSON)
 	b.writeSeriesKey(e, i)
 }
 

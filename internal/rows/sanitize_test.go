@@ -36,6 +36,20 @@ func fields(t *testing.T, b *rows.Batch, lim rows.Limits, i, r int) map[string][
 	for j, c := range tables.Tables[i].Columns {
 		out[c] = fs[j]
 	}
+	// The row's context, from the batch's dictionary rows: as the view
+	// reads it.
+	id := out[tables.ContextID]
+	for k := range b.Rows(tables.IdxContexts) {
+		cf, ok := pgcopy.SplitRow(nil, b.Tuples(tables.IdxContexts, k, k+1))
+		require.True(t, ok)
+		if string(cf[0]) == string(id) {
+			for j, c := range tables.Tables[tables.IdxContexts].Columns[1:] {
+				out[c] = cf[j+1]
+			}
+			return out
+		}
+	}
+	require.Failf(t, "no context", "row %d of table %d references a context the batch lacks", r, i)
 	return out
 }
 

@@ -35,20 +35,22 @@ func TestCitusDDL(t *testing.T) {
 	}
 	// Every signal table is distributed, spans by trace_id and logs by shard
 	// key together, the metric tables by shard key together.
-	for _, tbl := range tables.Tables {
-		_, ok := got[tbl.Name]
-		assert.True(t, ok, "%s is distributed", tbl.Name)
+	// What is distributed are the stored tables under the views.
+	for _, tbl := range tables.Tables[:tables.NumSignalTables] {
+		_, ok := got[tbl.Store]
+		assert.True(t, ok, "%s is distributed", tbl.Store)
 	}
-	assert.Len(t, got, len(tables.Tables), "nothing else is distributed")
-	assert.Equal(t, "", got["spans"])
-	assert.Equal(t, "spans", got["logs"])
-	assert.Equal(t, "", got["metrics_gauge"])
+	assert.Len(t, got, tables.NumSignalTables, "nothing else is distributed")
+	assert.Equal(t, "", got["spans_rows"])
+	assert.Equal(t, "spans_rows", got["logs_rows"])
+	assert.Equal(t, "", got["metrics_gauge_rows"])
 	for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
-		assert.Equal(t, "metrics_gauge", got[m])
+		assert.Equal(t, "metrics_gauge_rows", got[m+"_rows"])
 	}
-	assert.Contains(t, ddl, "dist := CASE WHEN t.tbl = 'spans' THEN 'trace_id' ELSE 'shard_key' END;")
+	assert.Contains(t, ddl, "dist := CASE WHEN t.tbl = 'spans_rows' THEN 'trace_id' ELSE 'shard_key' END;")
 	assert.Contains(t, ddl, "create_distributed_table(format('%I.%I', s, t.tbl), dist,")
-	assert.Contains(t, ddl, "ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices']")
+	assert.Contains(t, ddl, "ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices', 'contexts']")
+	assert.Contains(t, ddl, `PERFORM "otel".postgrescopy_views();`, "the views show shard_key")
 	assert.Contains(t, ddl, "s      constant text := 'otel';")
 	assert.Len(t, schema.Statements(ddl), 1, "one DO block: one message")
 }
@@ -109,7 +111,7 @@ func distribution(t *testing.T, pool *pgxpool.Pool, schemaName, table string) di
 	t.Helper()
 	var d distColumn
 	err := pool.QueryRow(context.Background(), `SELECT coalesce(column_to_column_name(logicalrelid, partkey), ''), colocationid, partmethod::text
-FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, schema.Qualified(schemaName, table)).Scan(&d.column, &d.colocation, &d.method)
+FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, schema.Qualified(schemaName, tables.StoreName(table))).Scan(&d.column, &d.colocation, &d.method)
 	require.NoError(t, err, "%s is distributed", table)
 	return d
 }
@@ -144,7 +146,7 @@ func TestCitusIntegration(t *testing.T) {
 		for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
 			assert.Equal(t, gauge, distribution(t, pool, name, m))
 		}
-		for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version", "model_prices"} {
+		for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version", "model_prices", "contexts"} {
 			assert.Equal(t, "n", distribution(t, pool, name, ref).method, "%s is a reference table", ref)
 		}
 	})
@@ -173,25 +175,36 @@ func TestCitusIntegration(t *testing.T) {
 		assert.Zero(t, n, "indexes: false drops them again")
 	})
 
-	t.Run("later_migration_on_distributed_tables", func(t *testing.T) {
-		// Migration 2 creates an index on spans: applied after the tables
-		// were distributed by an older release.
+	t.Run("later_migrations_on_distributed_tables", func(t *testing.T) {
+		// Migration 2 creates an index on spans, migration 3 renames every
+		// signal table to <table>_rows under a view: both applied after an
+		// older release distributed spans (by trace_id, as every release
+		// did).
 		name := citusSchema(t, pool)
 		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
 			if _, err := schema.MigrateTo(ctx, c, name, 1); err != nil {
 				return err
 			}
-			if err := schema.Distribute(ctx, c, name); err != nil {
+			if _, err := c.Exec(ctx, "SELECT create_distributed_table($1, 'trace_id')", schema.Qualified(name, "spans")); err != nil {
 				return err
 			}
 			res, err := schema.Migrate(ctx, c, name)
 			assert.Equal(t, schema.Latest(), res.To)
-			return err
+			if err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name)
 		}))
 		var brin bool
 		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'spans_start_time_brin')",
 			name).Scan(&brin))
 		assert.True(t, brin)
+		assert.Equal(t, "trace_id", distribution(t, pool, name, "spans").column, "the renamed table stays distributed")
+		assert.Equal(t, "shard_key", distribution(t, pool, name, "logs").column)
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "spans")+" s JOIN "+
+			schema.Qualified(name, "logs")+" l ON l.shard_key = s.trace_id AND l.trace_id = s.trace_id").Scan(&n))
+		assert.Zero(t, n, "the views over the distributed tables answer")
 	})
 
 	t.Run("existing_rows_with_null_trace_ids", func(t *testing.T) {
@@ -251,12 +264,12 @@ func TestCitusIntegration(t *testing.T) {
 		for _, tbl := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
 			colocate := old[tbl][1]
 			if colocate != "none" {
-				colocate = schema.Qualified(name, colocate)
+				colocate = schema.Qualified(name, tables.StoreName(colocate))
 			}
-			_, err := pool.Exec(ctx, "SELECT create_distributed_table($1, $2, colocate_with => $3)", schema.Qualified(name, tbl), old[tbl][0], colocate)
+			_, err := pool.Exec(ctx, "SELECT create_distributed_table($1, $2, colocate_with => $3)", schema.Qualified(name, tables.StoreName(tbl)), old[tbl][0], colocate)
 			require.NoError(t, err)
 		}
-		_, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(name, "logs")+` ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns,
+		_, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(name, "logs_rows")+` ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns,
 trace_id, flags, severity_number, log_attributes, dropped_attributes_count, resource_attributes, scope_attributes,
 resource_dropped_attributes_count, scope_dropped_attributes_count)
 VALUES (now(), 0, now(), 0, '00000000-0000-0000-0000-000000000000', 0, 9, '{}', 0, '{}', '{}', 0, 0)`)
@@ -310,14 +323,14 @@ VALUES (now(), 0, now(), 0, '00000000-0000-0000-0000-000000000000', 0, 9, '{}', 
 				created = append(created, a.Partition)
 			}
 		}
-		assert.Len(t, created, len(tables.Tables)*4, "the hour before now, now and 2 ahead, for every table")
+		assert.Len(t, created, tables.NumSignalTables*4, "the hour before now, now and 2 ahead, for every table")
 		var distributed int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
 JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = ANY($2)`, name, created).Scan(&distributed))
 		assert.Equal(t, len(created), distributed, "every partition made is distributed with its parent")
 
 		_, err = pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, "spans_p20200101_0000")+" PARTITION OF "+
-			schema.Qualified(name, "spans")+" FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-01 01:00+00')")
+			schema.Qualified(name, "spans_rows")+" FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-01 01:00+00')")
 		require.NoError(t, err)
 		hourly.Retention = 24 * time.Hour
 		actions, err = schema.Maintain(ctx, pool, name, hourly)

@@ -126,7 +126,7 @@ func (l *Layout) promoEnd(i int) int {
 const ShardKeyColumn = "shard_key"
 
 // WithShardKey returns l with ShardKeyColumn added at the end of every table
-// but spans. Only distribution: citus writes it: one PostgreSQL does not
+// but spans and the context dictionary (a reference table). Only distribution: citus writes it: one PostgreSQL does not
 // store its 16 bytes a row.
 func (l *Layout) WithShardKey() *Layout {
 	if l.shardKey {
@@ -134,7 +134,7 @@ func (l *Layout) WithShardKey() *Layout {
 	}
 	out := &Layout{tables: l.tables, promo: l.promo, resKeys: l.resKeys, shardKey: true}
 	for i := range l.tables {
-		if i == IdxSpans {
+		if !out.HasShardKey(i) {
 			continue
 		}
 		t := &out.tables[i]
@@ -146,7 +146,9 @@ func (l *Layout) WithShardKey() *Layout {
 }
 
 // HasShardKey reports whether table i ends with ShardKeyColumn.
-func (l *Layout) HasShardKey(i int) bool { return l.shardKey && i != IdxSpans }
+func (l *Layout) HasShardKey(i int) bool {
+	return l.shardKey && i != IdxSpans && i != IdxContexts
+}
 
 // supportedKinds are the kinds a promoted column may have.
 var supportedKinds = map[Kind]string{

@@ -2,7 +2,9 @@
 -- and the index set. A table already distributed is left as it is, so this
 -- is safe to run at every start. The tables keep their time partitioning;
 -- Citus distributes every partition with its parent, and the partitions
--- postgrescopy_maintain makes later.
+-- postgrescopy_maintain makes later. What is distributed are the stored
+-- tables (spans_rows, logs_rows, metrics_*_rows) under the views of the same
+-- names without _rows; the context dictionary they join is a reference table.
 --
 --   spans             hash-distributed by trace_id: a trace's spans share a
 --                     shard, so the trace lookup and the parent/child join of
@@ -19,7 +21,8 @@
 --                     metric name spread.
 --   ledger, rejects,  reference tables (replicated to every node): small,
 --   quarantine,       and the ledger's primary key stays enforced.
---   schema_version
+--   schema_version,
+--   contexts
 --   model_prices      a reference table too: the cost views join every call
 --                     to its price (LEFT JOIN LATERAL), which Citus runs on
 --                     the workers only against a reference table. The AI
@@ -40,21 +43,21 @@ DECLARE
     -- Immutable throughout: Citus runs an UPDATE of a distributed table
     -- (an earlier release's, see below) only with immutable expressions.
     series constant text := 'md5(coalesce(service_name, '''') || chr(31) || metric_name || chr(31) || '
-                            'attributes::text || chr(31) || resource_attributes::text)::uuid';
+                            'attributes::text || chr(31) || coalesce(resource_attributes::text, context_id::text, ''''))::uuid';
     t      record;
     col    text;
     dist   text;
 BEGIN
     FOR t IN SELECT * FROM (VALUES
-        ('spans', NULL, NULL),
-        ('logs', 'coalesce(trace_id, gen_random_uuid())', 'spans'),
-        ('metrics_gauge', series, NULL),
-        ('metrics_sum', series, 'metrics_gauge'),
-        ('metrics_histogram', series, 'metrics_gauge'),
-        ('metrics_exponential_histogram', series, 'metrics_gauge'),
-        ('metrics_summary', series, 'metrics_gauge')) AS v(tbl, backfill, colocate)
+        ('spans_rows', NULL, NULL),
+        ('logs_rows', 'coalesce(trace_id, gen_random_uuid())', 'spans_rows'),
+        ('metrics_gauge_rows', series, NULL),
+        ('metrics_sum_rows', series, 'metrics_gauge_rows'),
+        ('metrics_histogram_rows', series, 'metrics_gauge_rows'),
+        ('metrics_exponential_histogram_rows', series, 'metrics_gauge_rows'),
+        ('metrics_summary_rows', series, 'metrics_gauge_rows')) AS v(tbl, backfill, colocate)
     LOOP
-        dist := CASE WHEN t.tbl = 'spans' THEN 'trace_id' ELSE 'shard_key' END;
+        dist := CASE WHEN t.tbl = 'spans_rows' THEN 'trace_id' ELSE 'shard_key' END;
         SELECT column_to_column_name(logicalrelid, partkey) INTO col
         FROM pg_dist_partition WHERE logicalrelid = format('%I.%I', s, t.tbl)::regclass;
         IF FOUND THEN
@@ -71,18 +74,18 @@ BEGIN
                         'ALTER TABLE %1$I.%2$I ALTER COLUMN shard_key SET NOT NULL; '
                         'SELECT alter_distributed_table(%4$L, distribution_column := %5$L, colocate_with := %6$L)%7$s',
                         s, t.tbl,
-                        CASE WHEN t.tbl = 'logs' THEN 'trace_id' ELSE t.backfill END,
+                        CASE WHEN t.tbl = 'logs_rows' THEN 'trace_id' ELSE t.backfill END,
                         format('%I.%I', s, t.tbl), 'shard_key',
                         CASE WHEN t.colocate IS NULL THEN 'none' ELSE format('%I.%I', s, t.colocate) END,
-                        CASE WHEN t.tbl = 'logs' THEN
+                        CASE WHEN t.tbl = 'logs_rows' THEN
                             format('; UPDATE %I.%I SET trace_id = NULL WHERE trace_id = %L', s, t.tbl, '00000000-0000-0000-0000-000000000000')
                         ELSE '' END);
             END IF;
             CONTINUE;
         END IF;
-        IF t.tbl = 'spans' THEN
+        IF t.tbl = 'spans_rows' THEN
             EXECUTE format($move$
-                WITH moved AS (DELETE FROM %1$I.spans WHERE trace_id IS NULL RETURNING *)
+                WITH moved AS (DELETE FROM %1$I.spans_rows WHERE trace_id IS NULL RETURNING *)
                 INSERT INTO %1$I.rejects (signal, table_name, sqlstate, error, detail, row_json, tuple)
                 SELECT 'traces', 'spans', '22004', 'a span without a trace id cannot be distributed by trace_id',
                        'moved here before distribution: row_json holds the row, tuple is empty', to_jsonb(moved), ''::bytea
@@ -95,7 +98,7 @@ BEGIN
         PERFORM create_distributed_table(format('%I.%I', s, t.tbl), dist,
             colocate_with => CASE WHEN t.colocate IS NULL THEN 'none' ELSE format('%I.%I', s, t.colocate) END);
     END LOOP;
-    FOR t IN SELECT * FROM unnest(ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices']) AS v(tbl)
+    FOR t IN SELECT * FROM unnest(ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices', 'contexts']) AS v(tbl)
     LOOP
         -- model_prices comes with migration 2: a schema distributed before
         -- has it distributed at the next start.
@@ -103,5 +106,7 @@ BEGIN
         CONTINUE WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('%I.%I', s, t.tbl)::regclass);
         PERFORM create_reference_table(format('%I.%I', s, t.tbl));
     END LOOP;
+    -- The views over the stored tables now show shard_key too.
+    PERFORM {{schema}}.postgrescopy_views();
 END
 $distribute$;
