@@ -34,6 +34,12 @@ type result struct {
 	InputRSSMiB float64 `json:"input_rss_mib,omitempty"`
 	// CPU is what the write cost in CPU per row, by process.
 	CPU *cpuPerRow `json:"cpu_us_per_row,omitempty"`
+	// LostRows is how many rows a failed run left missing.
+	LostRows int64 `json:"lost_rows"`
+	// Retries and Dropped are the loadgen receiver's (collector runs): the
+	// refused batches it resent, and the items it gave up on.
+	Retries int64 `json:"retries"`
+	Dropped int64 `json:"dropped_items"`
 }
 
 func newResult(name string, ds *dataset, d time.Duration) result {
@@ -52,7 +58,8 @@ func timed(name string, users int, rows, bytes int64, d time.Duration) result {
 func collectorResult(name string, users int, rows, bytes int64, run collectorRun) result {
 	r := timed(name, users, rows, bytes, run.elapsed)
 	r.CPU = run.cpu
-	r.Note = fmt.Sprintf("collector start-up %.1fs not counted", run.startup.Seconds())
+	r.Retries, r.Dropped = run.gen.Retries, run.gen.Dropped
+	r.Note = fmt.Sprintf("collector start-up %.1fs not counted; %d refused batches resent", run.startup.Seconds(), run.gen.Retries)
 	if run.peakRSS > 0 {
 		r.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
 		r.Note += fmt.Sprintf("; collector peak RSS %.0f MiB", r.PeakRSSMiB)

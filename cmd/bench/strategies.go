@@ -252,6 +252,9 @@ func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaNa
 	if err != nil {
 		return 0, nil, err
 	}
+	if got < ds.totalRows() {
+		return 0, nil, &errLost{lost: ds.totalRows() - got, msg: fmt.Sprintf("lost %d rows: %s wrote %d, the dataset has %d", ds.totalRows()-got, s.name, got, ds.totalRows())}
+	}
 	if got != ds.totalRows() {
 		return 0, nil, fmt.Errorf("%s wrote %d rows, the dataset has %d", s.name, got, ds.totalRows())
 	}
