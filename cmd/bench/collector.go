@@ -49,6 +49,12 @@ type collectorRun struct {
 	cpu *cpuPerRow
 }
 
+// liveRun is the collector run in progress, for a part that samples it.
+type liveRun struct {
+	pid       int
+	committed *atomic.Int64 // rows of the batches the exporter logged as committed
+}
+
 // genTotals is what the loadgen receiver logs when it finishes.
 type genTotals struct {
 	Refused int64 `json:"refused"`
@@ -110,15 +116,19 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 	for k, v := range b.exporterExtra {
 		exp[k] = v
 	}
+	lg := map[string]any{
+		"users":           users,
+		"events_per_user": b.events,
+		"seed":            seed,
+		"concurrency":     b.loadgenConcurrency,
+		"pregenerate":     b.pregenerate,
+	}
+	for k, v := range b.loadgenExtra {
+		lg[k] = v
+	}
 	pipeline := map[string]any{"receivers": []string{"loadgen"}, "exporters": []string{"postgrescopy"}}
 	return map[string]any{
-		"receivers": map[string]any{"loadgen": map[string]any{
-			"users":           users,
-			"events_per_user": b.events,
-			"seed":            seed,
-			"concurrency":     b.loadgenConcurrency,
-			"pregenerate":     b.pregenerate,
-		}},
+		"receivers": map[string]any{"loadgen": lg},
 		"exporters": map[string]any{"postgrescopy": exp},
 		"service": map[string]any{
 			"telemetry": map[string]any{
@@ -281,6 +291,8 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	}
 	res.startup = t0.Sub(execAt)
 
+	b.live = &liveRun{pid: cmd.Process.Pid, committed: &committed}
+	defer func() { b.live = nil }()
 	duringCtx, stopDuring := context.WithCancel(ctx)
 	var duringDone sync.WaitGroup
 	if during != nil {

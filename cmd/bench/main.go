@@ -46,6 +46,10 @@ type bench struct {
 	collectorTimeout   time.Duration
 	collectorStall     time.Duration  // a collector run fails after this long without a commit
 	exporterExtra      map[string]any // -exporter-config: merged into every collector run's exporter section
+	loadgenExtra       map[string]any // merged into the loadgen receiver's section (the sustained part)
+	live               *liveRun       // the collector run in progress
+	sus                sustainedFlags
+	databases          []string // created by the bench, dropped at the end
 	bouncerPool        int
 
 	bouncer       *pgbouncer.Server
@@ -87,7 +91,12 @@ func strategies() []strategy {
 	}
 }
 
-var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
+// defaultParts run without -parts; sustained (10M rows, ~15 minutes, ~30 GB
+// of disk) only when asked for.
+var (
+	defaultParts = []string{"ceiling", "strategies", "mixed", "indexes"}
+	allParts     = append(slices.Clone(defaultParts), "sustained")
+)
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -144,7 +153,7 @@ func run() int {
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
-	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes")
+	fs.StringVar(&partsFlag, "parts", strings.Join(defaultParts, ","), "parts to run: ceiling,strategies,mixed,indexes,sustained")
 	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
 	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
@@ -159,8 +168,16 @@ func run() int {
 	fs.BoolVar(&b.pregenerate, "pregenerate", false, "collector runs: the loadgen receiver builds every batch in memory before the clock starts (about 2.5 KB of collector memory per item: 4.9 GB at 1,000 users); by default it generates while timed")
 	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 2 minutes + 1s per 5,000 rows)")
 	fs.DurationVar(&b.collectorStall, "collector-stall", 60*time.Second, "fail a collector run, saying what it lost, when no batch commits for this long")
-	var exporterExtra string
+	var exporterExtra, loadgenExtra string
+	fs.StringVar(&loadgenExtra, "loadgen-config", "", `JSON object merged into the loadgen receiver's section of every collector run, e.g. '{"retry_on_failure":{"enabled":false}}'`)
 	fs.StringVar(&exporterExtra, "exporter-config", "", `JSON object merged into the exporter section of every collector run, e.g. '{"sending_queue":{"block_on_overflow":false}}'`)
+	fs.Int64Var(&b.sus.rows, "sustained-rows", 10_000_000, "sustained part: rows to write (rounded up to whole users)")
+	fs.DurationVar(&b.sus.duration, "sustained-duration", 15*time.Minute, "sustained part: the rows must be in within this long (the run stops and fails after it)")
+	fs.DurationVar(&b.sus.interval, "sustained-interval", time.Minute, "sustained part: how often every figure and every query is sampled")
+	fs.Float64Var(&b.sus.rate, "sustained-rate", 0, "sustained part: loadgen items per second (0: as fast as the exporter's backpressure lets it)")
+	fs.IntVar(&b.sus.queryRuns, "sustained-query-runs", 5, "sustained part: runs of each query per round")
+	fs.DurationVar(&b.sus.queryBudget, "sustained-query-budget", 5*time.Second, "sustained part: no further run of a query in a round once its runs took this long")
+	fs.DurationVar(&b.sus.queryTimeout, "sustained-query-timeout", 10*time.Second, "sustained part: statement_timeout of the readers' queries")
 	fs.IntVar(&b.bouncerPool, "pgbouncer-pool", 10, "pgbouncer server connections (default_pool_size) for the 20 client connections")
 	fs.StringVar(&b.collector, "collector", "_build/otelcol-postgrescopy", "the built distribution (make build)")
 	fs.StringVar(&b.redisAddr, "redis", "127.0.0.1:6379", "Redis for the postgrescopy + Redis strategy")
@@ -190,10 +207,18 @@ func run() int {
 	if err == nil && (b.users < 1 || b.events < 1 || b.readers < 1 || b.queryRuns < 1 || b.runs < 1 || b.loadgenConcurrency < 1 || b.bouncerPool < 1) {
 		err = errors.New("-users, -events, -readers, -query-runs, -runs, -loadgen-concurrency and -pgbouncer-pool must be positive")
 	}
+	if err == nil && loadgenExtra != "" {
+		if err = json.Unmarshal([]byte(loadgenExtra), &b.loadgenExtra); err != nil {
+			err = fmt.Errorf("-loadgen-config: %w", err)
+		}
+	}
 	if err == nil && exporterExtra != "" {
 		if err = json.Unmarshal([]byte(exporterExtra), &b.exporterExtra); err != nil {
 			err = fmt.Errorf("-exporter-config: %w", err)
 		}
+	}
+	if err == nil && (b.sus.rows < 1 || b.sus.duration <= 0 || b.sus.interval <= 0 || b.sus.rate < 0 || b.sus.queryRuns < 1 || b.sus.queryBudget <= 0 || b.sus.queryTimeout <= 0) {
+		err = errors.New("-sustained-rows, -sustained-duration, -sustained-interval and -sustained-query-runs must be positive, -sustained-rate 0 or more")
 	}
 	if err == nil && b.collectorStall <= 0 {
 		err = errors.New("-collector-stall must be positive")
@@ -237,6 +262,9 @@ func run() int {
 	if has("indexes") {
 		total += b.runs + 1
 	}
+	if has("sustained") {
+		total += 2
+	}
 	b.progress = newProgress(total)
 	defer b.progress.finish()
 
@@ -260,7 +288,7 @@ func run() int {
 	}
 	qsFor := func(s string) ([]query, error) { return loadQueries(queriesDir, s) }
 
-	if err := b.runAll(ctx, rep, parts, scale, picked, insertBudget, qsFor); err != nil {
+	if err := b.runAll(ctx, rep, parts, scale, picked, insertBudget, qsFor, queriesDir); err != nil {
 		b.progress.finish()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		if ctx.Err() != nil {
@@ -314,13 +342,14 @@ func (b *bench) close() {
 	b.bouncer.Stop()
 	b.cluster.stop()
 	b.dropSchemas()
+	b.dropDatabases()
 	b.pool.Close()
 	if b.tmp != "" {
 		_ = os.RemoveAll(b.tmp)
 	}
 }
 
-func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale []int, picked []strategy, insertBudget time.Duration, qsFor func(string) ([]query, error)) error {
+func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale []int, picked []strategy, insertBudget time.Duration, qsFor func(string) ([]query, error), queriesDir string) error {
 	has := func(p string) bool { return slices.Contains(parts, p) }
 	datasets := map[int]*dataset{}
 	getDataset := func(users int) (*dataset, error) {
@@ -445,6 +474,13 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 			b.logf("indexes: %v", err)
 		}
 		rep.Indexes = &ix
+	}
+	if has("sustained") {
+		sr := b.runSustained(ctx, queriesDir)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rep.Sustained = &sr
 	}
 	rep.Targets = targets(rep.Strategies)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)

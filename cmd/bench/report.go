@@ -84,6 +84,7 @@ type report struct {
 	Targets    []target     `json:"targets,omitempty"`
 	Mixed      *mixedResult `json:"mixed,omitempty"`
 	Indexes    *indexResult `json:"indexes,omitempty"`
+	Sustained  *sustainedResult `json:"sustained,omitempty"`
 	Notes      []string     `json:"notes,omitempty"`
 	// TotalSeconds is the bench's wall time, set-up and clean-up included.
 	TotalSeconds float64 `json:"total_seconds"`
@@ -205,6 +206,10 @@ func (rep *report) markdown() string {
 		}
 	}
 
+	if rep.Sustained != nil {
+		w("%s", rep.Sustained.markdown())
+	}
+
 	if len(rep.Notes) > 0 {
 		w("## Notes\n\n")
 		for _, n := range rep.Notes {
@@ -234,14 +239,32 @@ func (rep *report) write(dir, stamp string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	png, err := rep.chart()
-	if err != nil {
-		return nil, err
+	files := map[string][]byte{".md": []byte(rep.markdown()), ".json": append(js, '\n')}
+	exts := []string{".md", ".json"}
+	latest := "latest"
+	if len(rep.Ceiling)+len(rep.Strategies) > 0 || rep.Mixed != nil || rep.Indexes != nil {
+		png, err := rep.chart()
+		if err != nil {
+			return nil, err
+		}
+		files[".png"] = png
+		exts = append(exts, ".png")
+	} else if rep.Sustained != nil {
+		// A sustained run alone keeps the strategies' latest.* as they are.
+		stamp += "-sustained"
+		latest += "-sustained"
 	}
-	files := map[string][]byte{".md": []byte(rep.markdown()), ".json": append(js, '\n'), ".png": png}
+	if rep.Sustained != nil && len(rep.Sustained.Minutes) > 0 {
+		tp, lat, err := rep.Sustained.charts(rep.Machine.line())
+		if err != nil {
+			return nil, err
+		}
+		files["-throughput.png"], files["-latency.png"] = tp, lat
+		exts = append(exts, "-throughput.png", "-latency.png")
+	}
 	var written []string
-	for _, ext := range []string{".md", ".json", ".png"} {
-		for _, base := range []string{stamp, "latest"} {
+	for _, ext := range exts {
+		for _, base := range []string{stamp, latest} {
 			p := filepath.Join(dir, base+ext)
 			if err := os.WriteFile(p, files[ext], 0o644); err != nil {
 				return written, err
