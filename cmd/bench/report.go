@@ -77,15 +77,15 @@ func collectorResult(name string, users int, rows, bytes int64, run collectorRun
 
 // report is everything a run measured; it is written as JSON as is.
 type report struct {
-	Machine    machine      `json:"machine"`
-	Workload   workload     `json:"workload"`
-	Ceiling    []result     `json:"ceiling"`
-	Strategies []result     `json:"strategies"`
-	Targets    []target     `json:"targets,omitempty"`
-	Mixed      *mixedResult `json:"mixed,omitempty"`
-	Indexes    *indexResult `json:"indexes,omitempty"`
+	Machine    machine          `json:"machine"`
+	Workload   workload         `json:"workload"`
+	Ceiling    []result         `json:"ceiling"`
+	Strategies []result         `json:"strategies"`
+	Targets    []target         `json:"targets,omitempty"`
+	Mixed      *mixedResult     `json:"mixed,omitempty"`
+	Indexes    *indexResult     `json:"indexes,omitempty"`
 	Sustained  *sustainedResult `json:"sustained,omitempty"`
-	Notes      []string     `json:"notes,omitempty"`
+	Notes      []string         `json:"notes,omitempty"`
 	// TotalSeconds is the bench's wall time, set-up and clean-up included.
 	TotalSeconds float64 `json:"total_seconds"`
 }
