@@ -7,7 +7,8 @@
 #
 # States (default: all):
 #   host     PostgreSQL and Redis answer on 127.0.0.1 (the host's, shared
-#            network); no PostgreSQL package installed in the machine
+#            network); no PostgreSQL package installed in the machine, and a
+#            policy-rc.d as Debian's container images ship one
 #   absent   nothing installed, nothing answers
 #   stopped  packages installed, nothing started (the cluster exists, stopped)
 #   systemd  packages installed and started by the package, as systemd does:
@@ -78,7 +79,8 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 prep() {
   local pkgs="postgresql postgresql-client redis-server pgbouncer"
   case $state in
-  host|absent) ;;
+  host) printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d ;;
+  absent) ;;
   stopped|taken|otherport)
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
     # Something that is not PostgreSQL holds 5432 (and keeps it): a netproxy
