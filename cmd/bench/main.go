@@ -546,7 +546,18 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		}
 	}
 	if s.app != nil {
-		d, cpu, err := b.runApp(ctx, *s.app, ds, schemaName)
+		// Bounded like a collector run: a stalled strategy fails its row.
+		limit := b.collectorTimeout
+		if limit == 0 {
+			limit = collectorTimeout(ds.totalRows())
+		}
+		actx, cancel := context.WithTimeout(ctx, limit)
+		d, cpu, err := b.runApp(actx, *s.app, ds, schemaName)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			n, _ := countRows(ctx, b.pool, schemaName)
+			err = &errLost{lost: ds.totalRows() - n, msg: fmt.Sprintf("lost %d rows: %d of %d written within %s", ds.totalRows()-n, n, ds.totalRows(), limit.Round(time.Second))}
+		}
 		if err != nil {
 			r.Status, r.Note = "failed", err.Error()
 			var l *errLost
