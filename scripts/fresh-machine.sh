@@ -157,11 +157,11 @@ for _ in $(seq 1 60); do [ "$(count $since0)" = "400|400" ] && break; sleep 0.5;
 [ "$(count $since0)" = "400|400" ] || fail "expected 400 distinct spans, got $(count $since0)"
 
 # 4. Where Redis is the project's own: kill -9 it with acknowledged requests
-# in it (a SHARE lock on otel.spans holds their COPY back; reads go on), then
+# in it (a SHARE lock on otel.spans_rows holds their COPY back; reads go on), then
 # make run again: every one arrives, exactly once.
 if [ -f .data/redis/redis.pid ]; then
   psql -h 127.0.0.1 -p "$PGPORT" -U postgres -Xq -c "SET application_name = 'fresh-lock'" \
-    -c 'BEGIN' -c 'LOCK TABLE otel.spans IN SHARE MODE' -c 'SELECT pg_sleep(600)' >/dev/null 2>&1 &
+    -c 'BEGIN' -c 'LOCK TABLE otel.spans_rows IN SHARE MODE' -c 'SELECT pg_sleep(600)' >/dev/null 2>&1 &
   sleep 1
   send || fail "telemetrygen while PostgreSQL is locked: $(tail -3 $L/telemetrygen.log)"
   kill -9 "$(cat .data/redis/redis.pid)"

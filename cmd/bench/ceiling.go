@@ -20,7 +20,7 @@ func copyCommand(schemaName string, table int, path string) string {
 	for i, c := range t.Columns {
 		cols[i] = pgx.Identifier{c}.Sanitize()
 	}
-	return `\copy ` + schema.Qualified(schemaName, t.Name) + " (" + strings.Join(cols, ", ") +
+	return `\copy ` + schema.Qualified(schemaName, t.Store) + " (" + strings.Join(cols, ", ") +
 		") FROM '" + path + "' WITH (FORMAT binary)"
 }
 

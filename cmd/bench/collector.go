@@ -47,6 +47,9 @@ type collectorRun struct {
 	// cpu is what the run cost in CPU per row, over the same window as
 	// elapsed, the collector process as the client.
 	cpu *cpuPerRow
+	// commitAges are the exporter's "entries committed" ages in Redis mode:
+	// each entry's XADD to its commit, in ms.
+	commitAges []int64
 }
 
 // liveRun is the collector run in progress, for a part that samples it.
@@ -108,7 +111,14 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 		"create_schema": true,
 	}
 	if redisPrefix != "" {
-		exp["redis"] = map[string]any{"endpoint": b.redisAddr, "key_prefix": redisPrefix}
+		sec := map[string]any{"endpoint": b.redisAddr, "key_prefix": redisPrefix}
+		if b.redisSection != nil {
+			delete(sec, "endpoint")
+			for k, v := range b.redisSection {
+				sec[k] = v
+			}
+		}
+		exp["redis"] = sec
 		// Redis is the queue: the exporter refuses an in-memory queue that
 		// would acknowledge data before Redis holds it.
 		exp["sending_queue"] = map[string]any{"enabled": false}
@@ -205,6 +215,10 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	// committed and lastCommit are read by the stall check below.
 	var committed, lastCommit atomic.Int64
 	var (
+		agesMu sync.Mutex
+		ages   []int64
+	)
+	var (
 		tailMu sync.Mutex
 		tail   []string
 	)
@@ -237,6 +251,16 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 					case finished <- g:
 					default:
 					}
+				}
+			}
+			if strings.Contains(line, `"msg":"entries committed"`) {
+				var rec struct {
+					Ages []int64 `json:"xadd_to_commit_ms"`
+				}
+				if json.Unmarshal([]byte(line), &rec) == nil {
+					agesMu.Lock()
+					ages = append(ages, rec.Ages...)
+					agesMu.Unlock()
 				}
 			}
 			if strings.Contains(line, "Load generation started") {
@@ -369,6 +393,9 @@ wait:
 	if res.rows+base > expected {
 		return res, fmt.Errorf("the collector wrote %d rows, expected %d: duplicates", res.rows, expected-base)
 	}
+	agesMu.Lock()
+	res.commitAges = append([]int64(nil), ages...)
+	agesMu.Unlock()
 	return res, nil
 }
 

@@ -48,6 +48,10 @@ type dataset struct {
 	// encode is how long generating and encoding took: the CPU the
 	// collector strategies spend on top of writing.
 	encode time.Duration
+	// contexts are the dictionary rows written so far: every batch carries
+	// the contexts of its rows, the files hold each once (a second copy of
+	// a key would fail the \copy), in the file of the half that met it first.
+	contexts map[string]bool
 }
 
 func (d *dataset) totalRows() int64 {
@@ -139,10 +143,14 @@ func (d *dataset) writeHalf(dir string, h int, gen *loadgenreceiver.Generator) e
 				}
 			}
 			body := data[len(copyHeader) : len(data)-len(copyTrailer)]
+			n := b.Rows(t)
+			if t == tables.IdxContexts {
+				body, n = d.newContexts(&b)
+			}
 			if _, err := bufs[t].Write(body); err != nil {
 				return err
 			}
-			d.rows[t] += int64(b.Rows(t))
+			d.rows[t] += int64(n)
 			d.bytes[t] += int64(len(body))
 		}
 		b.Reset()
@@ -173,6 +181,26 @@ func (d *dataset) writeHalf(dir string, h int, gen *loadgenreceiver.Generator) e
 		files[t] = nil
 	}
 	return nil
+}
+
+// newContexts returns the dictionary rows of b not written before, and
+// counts them as written.
+func (d *dataset) newContexts(b *rows.Batch) ([]byte, int) {
+	if d.contexts == nil {
+		d.contexts = map[string]bool{}
+	}
+	var out []byte
+	n := 0
+	for k := range b.Rows(tables.IdxContexts) {
+		row := b.Tuples(tables.IdxContexts, k, k+1)
+		id := string(row[6:22]) // after the field count and the id's length
+		if !d.contexts[id] {
+			d.contexts[id] = true
+			out = append(out, row...)
+			n++
+		}
+	}
+	return out, n
 }
 
 // copyReader reads the rows of one binary COPY file. Each row comes back as

@@ -106,7 +106,7 @@ func (b *bench) reset(ctx context.Context, name string) error {
 func countRows(ctx context.Context, pool *pgxpool.Pool, name string) (int64, error) {
 	parts := make([]string, numTables)
 	for i, t := range tables.Tables {
-		parts[i] = "(SELECT count(*) FROM " + schema.Qualified(name, t.Name) + ")"
+		parts[i] = "(SELECT count(*) FROM " + schema.Qualified(name, t.Store) + ")"
 	}
 	var n int64
 	err := pool.QueryRow(ctx, "SELECT "+strings.Join(parts, " + ")).Scan(&n)
@@ -120,7 +120,7 @@ func countRows(ctx context.Context, pool *pgxpool.Pool, name string) (int64, err
 func (b *bench) setUnlogged(ctx context.Context, name string) error {
 	for _, t := range tables.Tables {
 		r, err := b.pool.Query(ctx, `SELECT relid::regclass::text FROM pg_partition_tree($1::regclass) WHERE isleaf`,
-			schema.Qualified(name, t.Name))
+			schema.Qualified(name, t.Store))
 		if err != nil {
 			return fmt.Errorf("partitions of %s: %w", t.Name, err)
 		}
@@ -147,7 +147,7 @@ type index struct{ name, def string }
 func (b *bench) workloadIndexes(ctx context.Context, name string) ([]index, error) {
 	names := make([]string, numTables)
 	for i, t := range tables.Tables {
-		names[i] = t.Name
+		names[i] = t.Store
 	}
 	r, err := b.pool.Query(ctx, `
 SELECT i.indexname, i.indexdef
@@ -189,7 +189,7 @@ func (b *bench) createIndexes(ctx context.Context, ixs []index) error {
 
 func (b *bench) analyze(ctx context.Context, name string) error {
 	for _, t := range tables.Tables {
-		if _, err := b.pool.Exec(ctx, "ANALYZE "+schema.Qualified(name, t.Name)); err != nil {
+		if _, err := b.pool.Exec(ctx, "ANALYZE "+schema.Qualified(name, t.Store)); err != nil {
 			return err
 		}
 	}

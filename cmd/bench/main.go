@@ -29,7 +29,11 @@ type bench struct {
 	psql      string
 	collector string
 	redisAddr string
-	pool      *pgxpool.Pool // administration: DDL, counts, queries in the indexes part
+	// redisHAPortBase is -redis-ha-ports; redisSection, when set, replaces
+	// the redis section's endpoint for a run (a started deployment).
+	redisHAPortBase int
+	redisSection    map[string]any
+	pool            *pgxpool.Pool // administration: DDL, counts, queries in the indexes part
 
 	prefix  string   // of every schema this run creates
 	schemas []string // created, dropped at the end
@@ -58,6 +62,7 @@ type bench struct {
 	bouncerErr    error
 	collectorRuns int // names each run's config and log file
 	progress      *progress
+	rowcostKeys   []string // rowcost part: variants to measure, all when empty
 }
 
 func (b *bench) logf(format string, a ...any) { b.progress.message(fmt.Sprintf(format, a...)) }
@@ -69,6 +74,9 @@ type strategy struct {
 	name string
 	// redis runs the collector with the exporter's redis section.
 	redis bool
+	// redisHA names the Redis deployment the bench starts for the run
+	// (redisha.go); empty: the -redis server.
+	redisHA string
 }
 
 func (s strategy) displayName() string {
@@ -79,7 +87,7 @@ func (s strategy) displayName() string {
 }
 
 func strategies() []strategy {
-	return []strategy{
+	return append([]strategy{
 		{key: "insert-1", app: &appStrategy{name: "INSERT 1 row x 50 conns", conns: 50, batch: 1}},
 		{key: "insert-500", app: &appStrategy{name: "INSERT 500 rows x 20 conns", conns: 20, batch: 500}},
 		{key: "copy-5000", app: &appStrategy{name: "pgx CopyFrom 5000 x 4 conns, JSON pre-rendered", conns: 4, batch: 5000, copy: true}},
@@ -88,15 +96,15 @@ func strategies() []strategy {
 		{key: "pgbouncer", app: &appStrategy{name: "INSERT 500 x 20 via pgbouncer", conns: 20, batch: 500, viaPgbouncer: true}},
 		{key: "postgrescopy", name: "postgrescopy direct"},
 		{key: "postgrescopy-redis", name: "postgrescopy + Redis", redis: true},
-	}
+	}, redisHAStrategies()...)
 }
 
-// defaultParts run without -parts; sustained (10M rows, ~15 minutes, ~30 GB
-// of disk) only when asked for.
-var (
-	defaultParts = []string{"ceiling", "strategies", "mixed", "indexes"}
-	allParts     = append(slices.Clone(defaultParts), "sustained")
-)
+var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
+
+// extraParts run only when named: rowcost (what a row costs PostgreSQL under
+// storage variants; docs/benchmarks.md) and sustained (10M rows, ~15
+// minutes, ~35 GB of disk).
+var extraParts = []string{"rowcost", "sustained"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -148,17 +156,18 @@ func run() int {
 	began := time.Now()
 	b := &bench{}
 	var (
-		partsFlag, scaleFlag, stratFlag, outDir, queriesDir string
-		insertBudget                                        time.Duration
+		partsFlag, scaleFlag, stratFlag, outDir, queriesDir, rowcostFlag string
+		insertBudget                                                     time.Duration
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
-	fs.StringVar(&partsFlag, "parts", strings.Join(defaultParts, ","), "parts to run: ceiling,strategies,mixed,indexes,sustained")
+	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained)")
+	fs.StringVar(&rowcostFlag, "rowcost-variants", "", "rowcost part: the variants to measure (default all)")
 	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
 	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
 	fs.Uint64Var(&b.seed, "seed", 1, "loadgen seed: the same seed writes the same rows")
-	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,copy-5000-maps,pgbouncer,postgrescopy,postgrescopy-redis", "write strategies to run")
+	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,copy-5000-maps,pgbouncer,postgrescopy,postgrescopy-redis,postgrescopy-redis-replica,postgrescopy-redis-cluster", "write strategies to run")
 	fs.DurationVar(&insertBudget, "insert-budget", 90*time.Second, "skip a larger scale of one-row INSERT when the previous scale's rate says it would take longer")
 	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
 	fs.BoolVar(&b.replica, "replica", true, "mixed part: run it on the bench's own primary (initdb) and also send the readers to a streaming replica of it (pg_basebackup); reported unavailable when that cannot be set up")
@@ -181,13 +190,14 @@ func run() int {
 	fs.IntVar(&b.bouncerPool, "pgbouncer-pool", 10, "pgbouncer server connections (default_pool_size) for the 20 client connections")
 	fs.StringVar(&b.collector, "collector", "_build/otelcol-postgrescopy", "the built distribution (make build)")
 	fs.StringVar(&b.redisAddr, "redis", "127.0.0.1:6379", "Redis for the postgrescopy + Redis strategy")
+	fs.IntVar(&b.redisHAPortBase, "redis-ha-ports", 16400, "first of the loopback ports the Redis replica and Redis Cluster strategies start their redis-servers on (and port + 10000, a cluster node's bus)")
 	fs.StringVar(&b.psql, "psql", "psql", "psql binary for the \\copy ceiling")
 	fs.StringVar(&queriesDir, "queries", "queries", "directory of the analytical queries")
 	fs.StringVar(&outDir, "out", "bench/results", "where to write <timestamp>.{md,json,png} and latest.*")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
-	parts, err := parseList(partsFlag, allParts, "part")
+	parts, err := parseList(partsFlag, append(slices.Clone(allParts), extraParts...), "part")
 	if err == nil && len(parts) == 0 {
 		err = errors.New("no part selected")
 	}
@@ -265,6 +275,10 @@ func run() int {
 	if has("sustained") {
 		total += 2
 	}
+	if has("rowcost") {
+		total += b.runs * len(rowcostVariants())
+	}
+	b.rowcostKeys = strings.FieldsFunc(rowcostFlag, func(r rune) bool { return r == ',' })
 	b.progress = newProgress(total)
 	defer b.progress.finish()
 
@@ -482,6 +496,17 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 		}
 		rep.Sustained = &sr
 	}
+	if has("rowcost") {
+		ds, err := getDataset(b.users)
+		if err != nil {
+			return err
+		}
+		rc, err := b.runRowcost(ctx, ds, b.rowcostKeys)
+		if err != nil {
+			return fmt.Errorf("rowcost: %w", err)
+		}
+		rep.RowCost = rc
+	}
 	rep.Targets = targets(rep.Strategies)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)
 	return nil
@@ -579,7 +604,20 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		return r
 	}
 	prefix := ""
-	if s.redis {
+	if s.redisHA != "" {
+		d, err := b.startRedisHA(ctx, s.redisHA)
+		if err != nil {
+			r.Status, r.Note = "failed", err.Error()
+			if errors.Is(err, errUnavailable) {
+				r.Status = "unavailable"
+			}
+			return r
+		}
+		defer d.stop()
+		b.redisSection = d.section
+		defer func() { b.redisSection = nil }()
+		prefix = b.prefix + "-" + strconv.Itoa(ds.users)
+	} else if s.redis {
 		if err := b.redisReachable(ctx); err != nil {
 			r.Status, r.Note = "unavailable", fmt.Sprintf("Redis at %s does not answer: %v", b.redisAddr, err)
 			return r
@@ -601,7 +639,10 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		return r
 	}
 	out := collectorResult(name, ds.users, ds.totalRows(), ds.totalBytes(), run)
-	if s.redis {
+	if l := commitLatency(run.commitAges); l != "" {
+		out.Note += "; " + l
+	}
+	if s.redis && s.redisHA == "" {
 		if n := b.redisKeys(prefix); n == 0 {
 			out.Note += "; no Redis key was created under the run's key_prefix: the collector wrote directly"
 		}

@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver"
 )
@@ -98,4 +104,151 @@ func TestLoadQueriesRewritesSchema(t *testing.T) {
 			t.Errorf("%s has no header title", q.Name)
 		}
 	}
+}
+
+// TestQueriesSameBeforeAndAfterContexts: every queries/*.sql returns the
+// same rows, in the same order, from the same telemetry stored the way
+// schema version 2 stored it (each row's context in its columns) and the way
+// version 3 does (the context dictionary under views).
+func TestQueriesSameBeforeAndAfterContexts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	after := pgtest.Schema(t, pool)
+	before := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if err := prepareSchema(ctx, conn.Conn(), after); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schema.MigrateTo(ctx, conn.Conn(), before, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range schema.PromotedColumns(benchLayout) {
+		if _, err := pool.Exec(ctx, "ALTER TABLE "+schema.Qualified(before, c.Table)+" ADD COLUMN "+
+			pgx.Identifier{c.Name}.Sanitize()+" "+c.Type); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := schema.Maintain(ctx, pool, before, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+
+	gen, err := loadgenreceiver.NewGenerator(loadgenConfig(2, 1900, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pgwrite.NewLayoutWriter(pool, after, benchLayout)
+	var b rows.Batch
+	b.SetLayout(benchLayout)
+	for more := true; more; {
+		b.Reset()
+		more = addNext(gen, &b)
+		if b.TotalRows() > 0 {
+			if _, err := w.Write(ctx, &b); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+		}
+	}
+	// The same rows, each with its context, into the version 2 tables.
+	for _, tb := range tables.Tables[:tables.NumSignalTables] {
+		if _, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(before, tb.Name)+" SELECT * FROM "+schema.Qualified(after, tb.Name)); err != nil {
+			t.Fatalf("copy %s: %v", tb.Name, err)
+		}
+	}
+	var inRows int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(after, "spans_rows")+" WHERE context_id IS NULL OR resource_attributes IS NOT NULL").Scan(&inRows); err != nil {
+		t.Fatal(err)
+	}
+	if inRows != 0 {
+		t.Fatalf("%d spans of version 3 hold their context themselves", inRows)
+	}
+	// Every column of every row reads the same through the views (the
+	// copy above could not show it: it read them).
+	for _, tb := range tables.Tables[:tables.NumSignalTables] {
+		var same bool
+		if err := pool.QueryRow(ctx, "SELECT (SELECT array_agg(t::text ORDER BY t::text) FROM "+schema.Qualified(before, tb.Name)+" t) = "+
+			"(SELECT array_agg(t::text ORDER BY t::text) FROM (SELECT r.*, c.scope_name AS c1, c.scope_version AS c2, c.resource_attributes AS c3, "+
+			"c.scope_attributes AS c4, c.resource_dropped_attributes_count AS c5, c.scope_dropped_attributes_count AS c6, "+
+			"c.resource_schema_url AS c7, c.scope_schema_url AS c8 FROM "+schema.Qualified(after, tb.Store)+" r JOIN "+
+			schema.Qualified(after, "contexts")+" c USING (context_id)) x, LATERAL (SELECT "+viewColumns(tb)+") t)").Scan(&same); err != nil {
+			t.Fatal(err)
+		}
+		if !same {
+			t.Fatalf("%s: the version 2 rows differ from the stored rows joined to their contexts", tb.Name)
+		}
+	}
+	for _, s := range []string{before, after} {
+		if _, err := schema.Maintain(ctx, pool, s, exporterPartitioning); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	results := func(s string, q query) []string {
+		qs, err := loadQueries("../../queries", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range qs {
+			if x.Name != q.Name {
+				continue
+			}
+			r, err := pool.Query(ctx, x.SQL)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", q.Title, s, err)
+			}
+			var out []string
+			for r.Next() {
+				v, err := r.Values()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, fmt.Sprint(v...))
+			}
+			if err := r.Err(); err != nil {
+				t.Fatalf("%s on %s: %v", q.Title, s, err)
+			}
+			return out
+		}
+		t.Fatalf("no query %s", q.Name)
+		return nil
+	}
+	qs, err := loadQueries("../../queries", after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		t.Run(q.Name, func(t *testing.T) {
+			a, b := results(before, q), results(after, q)
+			if len(a) == 0 {
+				t.Fatalf("%s returned no rows", q.Title)
+			}
+			if !slices.Equal(a, b) {
+				t.Fatalf("%s differs:\nversion 2: %q\nversion 3: %q", q.Title, a, b)
+			}
+			t.Logf("%s: %d rows, identical", q.Title, len(a))
+		})
+	}
+}
+
+// viewColumns selects, from x (a stored row with its context as c1..c8), the
+// columns of a version 2 row of tb in their order.
+func viewColumns(tb tables.Table) string {
+	var cols []string
+	for _, c := range benchLayout.Table(slices.IndexFunc(tables.Tables[:], func(t tables.Table) bool { return t.Name == tb.Name })).Columns {
+		if c == tables.ContextID {
+			for i := range tables.ContextColumns {
+				cols = append(cols, fmt.Sprintf("x.c%d AS %s", i+1, tables.ContextColumns[i]))
+			}
+			continue
+		}
+		cols = append(cols, "x."+pgx.Identifier{c}.Sanitize())
+	}
+	return strings.Join(cols, ", ")
 }

@@ -84,6 +84,7 @@ type report struct {
 	Targets    []target         `json:"targets,omitempty"`
 	Mixed      *mixedResult     `json:"mixed,omitempty"`
 	Indexes    *indexResult     `json:"indexes,omitempty"`
+	RowCost    []rowcostResult  `json:"rowcost,omitempty"`
 	Sustained  *sustainedResult `json:"sustained,omitempty"`
 	Notes      []string         `json:"notes,omitempty"`
 	// TotalSeconds is the bench's wall time, set-up and clean-up included.
@@ -210,6 +211,9 @@ func (rep *report) markdown() string {
 		w("%s", rep.Sustained.markdown())
 	}
 
+	if len(rep.RowCost) > 0 {
+		w("%s\n", rowcostMarkdown(rep.RowCost))
+	}
 	if len(rep.Notes) > 0 {
 		w("## Notes\n\n")
 		for _, n := range rep.Notes {

@@ -180,7 +180,7 @@ func insertSQL(schemaName string, t, n int) string {
 		cols[i] = pgx.Identifier{c}.Sanitize()
 	}
 	var sb strings.Builder
-	sb.WriteString("INSERT INTO " + schema.Qualified(schemaName, tbl.Name) + " (" + strings.Join(cols, ", ") + ") VALUES ")
+	sb.WriteString("INSERT INTO " + schema.Qualified(schemaName, tbl.Store) + " (" + strings.Join(cols, ", ") + ") VALUES ")
 	k := 1
 	for r := range n {
 		if r > 0 {
@@ -365,7 +365,7 @@ func (b *bench) runApp(ctx context.Context, s appStrategy, ds *dataset, schemaNa
 
 func writeJob(ctx context.Context, conn *pgx.Conn, s appStrategy, schemaName string, job batchJob, stmts map[[2]int]string, args *[]any) error {
 	if s.copy {
-		_, err := conn.CopyFrom(ctx, pgx.Identifier{schemaName, benchLayout.Table(job.table).Name},
+		_, err := conn.CopyFrom(ctx, pgx.Identifier{schemaName, benchLayout.Table(job.table).Store},
 			benchLayout.Table(job.table).Columns, pgx.CopyFromRows(job.rows))
 		return err
 	}

@@ -31,7 +31,7 @@ func columnTypes(ctx context.Context, conn *pgx.Conn, schemaName string, t table
 SELECT a.atttypid
 FROM unnest($2::text[]) WITH ORDINALITY AS c(name, i)
 JOIN pg_attribute a ON a.attrelid = $1::regclass AND a.attname = c.name AND NOT a.attisdropped
-ORDER BY c.i`, schema.Qualified(schemaName, t.Name), t.Columns)
+ORDER BY c.i`, schema.Qualified(schemaName, t.Store), t.Columns)
 	if err != nil {
 		return nil, fmt.Errorf("column types of %s: %w", t.Name, err)
 	}

@@ -338,7 +338,7 @@ func TestAISpendRollupEqualsRaw(t *testing.T) {
 	ctx := context.Background()
 	s := pgx.Identifier{schemaName}.Sanitize()
 	// A partition for three days ago, which retention will drop.
-	_, err := pool.Exec(ctx, `CREATE TABLE `+s+`.spans_old PARTITION OF `+s+`.spans FOR VALUES FROM ('`+
+	_, err := pool.Exec(ctx, `CREATE TABLE `+s+`.spans_old PARTITION OF `+s+`.spans_rows FOR VALUES FROM ('`+
 		old.Format(time.RFC3339)+`') TO ('`+old.AddDate(0, 0, 1).Format(time.RFC3339)+`')`)
 	require.NoError(t, err)
 

@@ -63,8 +63,9 @@ type Config struct {
 	MaxConns int32 `mapstructure:"max_conns"`
 	// distribution is "" (one PostgreSQL) or "citus": at start, after the
 	// migrations, the tables are distributed on the Citus coordinator named by
-	// endpoint (spans and logs by trace_id, colocated; metrics by
-	// metric_name). Default "".
+	// endpoint (spans by trace_id; logs, colocated with them, and metrics by
+	// a shard_key column written in this mode only; see docs/citus.md).
+	// Default "".
 	Distribution string `mapstructure:"distribution"`
 	// indexes keeps the index set that serves queries/ (recent errors, trace
 	// lookup, parent/child, per-service time range, metric series, log

@@ -73,6 +73,5 @@ func (cfg *Config) newBatch(layout *tables.Layout) *rows.Batch {
 	b := new(rows.Batch)
 	b.SetLayout(layout)
 	b.SetLimits(cfg.Limits.rows())
-	b.SetNilTraceIDs(cfg.Distribution == distributionCitus)
 	return b
 }

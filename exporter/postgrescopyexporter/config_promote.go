@@ -128,5 +128,9 @@ func (cfg *Config) layout() (*tables.Layout, error) {
 	if err != nil {
 		return nil, fmt.Errorf(`"promote": %w`, err)
 	}
+	if cfg.Distribution == distributionCitus {
+		// The distribution column: written on Citus only.
+		l = l.WithShardKey()
+	}
 	return l, nil
 }

@@ -21,9 +21,20 @@ import (
 // PostgreSQL. Absent, the exporter writes directly.
 type RedisConfig struct {
 	// endpoint is host:port, or a redis:// or rediss:// URL (which may carry
-	// user, password and db). Required when the section is present. Opaque.
+	// user, password and db), of a single Redis or of a managed service's
+	// primary endpoint. Opaque. Exactly one of endpoint, sentinel and
+	// cluster is required.
 	Endpoint configopaque.String `mapstructure:"endpoint"`
-	// username for Redis ACLs. Default empty.
+	// sentinel finds the primary through Redis Sentinel, and follows it
+	// through a failover.
+	Sentinel configoptional.Optional[RedisSentinelConfig] `mapstructure:"sentinel"`
+	// cluster talks to a Redis Cluster from its seed nodes.
+	Cluster configoptional.Optional[RedisClusterConfig] `mapstructure:"cluster"`
+	// shards spreads each signal over this many streams, each with its own
+	// hash tag (its own Redis Cluster slot). Default 1: one node gains
+	// nothing from more. Range 1..256.
+	Shards int `mapstructure:"shards"`
+	// username for Redis ACLs of the data nodes. Default empty.
 	Username string `mapstructure:"username"`
 	// password overrides the URL's. Default empty.
 	Password configopaque.String `mapstructure:"password"`
@@ -88,6 +99,30 @@ type RedisConfig struct {
 	ReplicaTimeout time.Duration `mapstructure:"replica_timeout"`
 }
 
+// RedisSentinelConfig names the Sentinel-monitored primary.
+type RedisSentinelConfig struct {
+	// master_name is the name the sentinels monitor the primary under.
+	MasterName string `mapstructure:"master_name"`
+	// endpoints are the sentinels' host:port.
+	Endpoints []string `mapstructure:"endpoints"`
+	// username and password for the sentinels' ACL (requirepass or a user
+	// of the sentinels); the data nodes use redis::username and
+	// redis::password.
+	Username string              `mapstructure:"username"`
+	Password configopaque.String `mapstructure:"password"`
+}
+
+// RedisClusterConfig names a Redis Cluster's seed nodes.
+type RedisClusterConfig struct {
+	// endpoints are host:port of some of the cluster's nodes (or a managed
+	// service's configuration endpoint); the rest are discovered.
+	Endpoints []string `mapstructure:"endpoints"`
+}
+
+// maxShards bounds redis::shards: every shard costs each replica
+// redis::workers blocked readers per signal.
+const maxShards = 256
+
 // requireDurabilityLevels are redis::require_durability's values.
 var requireDurabilityLevels = map[string]coord.Durability{
 	"":             coord.DurabilityUnknown,
@@ -114,16 +149,42 @@ func defaultRedisConfig() RedisConfig {
 		MaxPendingBytes: 512 << 20,
 		Compression:     compressionS2,
 		ReplicaTimeout:  time.Second,
+		Shards:          1,
 	}
 }
 
 // Validate checks the redis section.
 func (rc *RedisConfig) Validate() error {
 	var errs error
-	if rc.Endpoint == "" {
-		errs = errors.Join(errs, errors.New(`"endpoint" is required when the redis section is present`))
-	} else if _, err := rc.options(); err != nil {
-		errs = errors.Join(errs, err)
+	modes := 0
+	for _, set := range []bool{rc.Endpoint != "", rc.Sentinel.HasValue(), rc.Cluster.HasValue()} {
+		if set {
+			modes++
+		}
+	}
+	switch {
+	case modes == 0:
+		errs = errors.Join(errs, errors.New(`one of "endpoint", "sentinel" or "cluster" is required when the redis section is present`))
+	case modes > 1:
+		errs = errors.Join(errs, errors.New(`set only one of "endpoint", "sentinel" and "cluster": they are three ways to reach Redis`))
+	case rc.Endpoint != "":
+		if _, err := rc.options(); err != nil {
+			errs = errors.Join(errs, err)
+		}
+	case rc.Sentinel.HasValue():
+		sc := rc.Sentinel.Get()
+		if sc.MasterName == "" {
+			errs = errors.Join(errs, errors.New(`"sentinel::master_name" is required: the name the sentinels monitor the primary under`))
+		}
+		errs = errors.Join(errs, checkHostPorts("sentinel::endpoints", sc.Endpoints))
+	case rc.Cluster.HasValue():
+		errs = errors.Join(errs, checkHostPorts("cluster::endpoints", rc.Cluster.Get().Endpoints))
+		if rc.DB != 0 {
+			errs = errors.Join(errs, fmt.Errorf(`"db" must be 0 with "cluster": a Redis Cluster has database 0 only, got %d`, rc.DB))
+		}
+	}
+	if rc.Shards < 1 || rc.Shards > maxShards {
+		errs = errors.Join(errs, fmt.Errorf(`"shards" must be in 1..%d, got %d`, maxShards, rc.Shards))
 	}
 	if rc.KeyPrefix == "" || strings.ContainsAny(rc.KeyPrefix, "{} \t\n") {
 		errs = errors.Join(errs, fmt.Errorf(`"key_prefix" %q must be non-empty without braces or spaces`, rc.KeyPrefix))
@@ -162,6 +223,19 @@ func (rc *RedisConfig) Validate() error {
 		errs = errors.Join(errs, errors.New(`"max_pending_bytes" and "max_pending_entries" must be 0 (no bound) or positive`))
 	}
 	return errs
+}
+
+// checkHostPorts checks a non-empty list of host:port.
+func checkHostPorts(key string, eps []string) error {
+	if len(eps) == 0 {
+		return fmt.Errorf("%q needs at least one host:port", key)
+	}
+	for i, ep := range eps {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return fmt.Errorf("%q[%d] must be host:port, got %q", key, i, ep)
+		}
+	}
+	return nil
 }
 
 // redisUserinfoByte is what net/url accepts unencoded in user information.

@@ -201,6 +201,39 @@ func TestLoadConfig(t *testing.T) {
 			}(),
 		},
 		{
+			id: component.NewIDWithName(metadata.Type, "redis_sentinel"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4
+				rc := defaultRedisConfig()
+				rc.Sentinel = configoptional.Some(RedisSentinelConfig{
+					MasterName: "otel", Endpoints: []string{"sentinel-0:26379", "sentinel-1:26379"},
+					Username: "watcher", Password: "sentinel-pw",
+				})
+				rc.Password = "data-pw"
+				rc.MinReplicas = 1
+				rc.RequireDurability = "replicated"
+				c.Redis = configoptional.Some(rc)
+				return c
+			}(),
+		},
+		{
+			id: component.NewIDWithName(metadata.Type, "redis_cluster"),
+			want: func() *Config {
+				c := createDefaultConfig().(*Config)
+				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+				c.MaxConns = 4
+				rc := defaultRedisConfig()
+				rc.Cluster = configoptional.Some(RedisClusterConfig{Endpoints: []string{"redis-0:6379", "redis-1:6379"}})
+				rc.Shards = 6
+				c.Redis = configoptional.Some(rc)
+				return c
+			}(),
+		},
+		{
 			// A queue the user wrote, waiting for the result, stays.
 			id: component.NewIDWithName(metadata.Type, "redis_queue"),
 			want: func() *Config {
@@ -256,39 +289,45 @@ func TestInvalidConfigs(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "invalid_configs.yaml"))
 	require.NoError(t, err)
 	want := map[string]string{
-		"missing_endpoint":         `"endpoint" is required`,
-		"malformed_endpoint":       `"endpoint" is not a valid PostgreSQL URL`,
-		"bad_schema":               `"schema" "bad-name;drop" is not a valid identifier`,
-		"empty_schema":             `"schema" "" is not a valid identifier`,
-		"negative_max_conns":       `"max_conns" must be 0`,
-		"unknown_key":              `invalid keys: batch_rows`,
-		"negative_timeout":         `timeout`,
-		"redis_no_endpoint":        `redis: "endpoint" is required`,
-		"redis_bad_endpoint":       `redis: "endpoint" must be host:port`,
-		"redis_bad_workers":        `redis: "workers" must be in 1..64, got 0`,
-		"redis_bad_prefix":         `redis: "key_prefix"`,
-		"redis_bad_compression":    `redis: "compression" must be "s2" or "none", got "zstd"`,
-		"redis_bad_min_replicas":   `redis: "min_replicas" must be 0 or positive, got -1`,
-		"redis_replicated_alone":   `redis: "require_durability" "replicated" needs "min_replicas" of at least 1`,
-		"redis_bad_durability":     `redis: "require_durability" must be one of "none", "aof_everysec", "aof_always", "replicated", got "fsync"`,
-		"redis_short_ledger":       `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
-		"partitioning_bad_premake": `partitioning: "premake" must be in 1..366, got 0`,
-		"short_ledger":             `"ledger_retention" must be at least 1m`,
-		"redis_early_ack":          `set "sending_queue::enabled: false"`,
-		"small_queue_explicit_min": "`min_size` must be less than or equal to `queue_size`",
-		"bad_exec_mode":            `"query_exec_mode" "prepared" is not one of`,
-		"bad_distribution":         `"distribution" must be empty or "citus"`,
-		"promote_bad_column":       `column "user-id" is not a valid identifier`,
-		"promote_builtin_column":   `collides with a built-in column of spans`,
-		"promote_bad_type":         `type "integer" is not one of text, bigint`,
-		"promote_no_keys":          `"from" needs at least one key`,
-		"promote_bad_scope":        `from "scope:user.id" is not "span:<key>"`,
-		"promote_no_key_name":      `from "span:" is not "span:<key>"`,
-		"promote_scope_signal":     `from "log:user.id" reads logs, but "signals" lacks logs`,
-		"promote_bad_signal":       `signal "metrics" is not traces or logs`,
-		"promote_twice":            `promoted column "user_id": named twice`,
-		"promote_bad_preset":       `"promote_preset" must be "genai" or "none", got "openai"`,
-		"promote_not_a_list":       `'promote' source data must be an array or slice`,
+		"missing_endpoint":            `"endpoint" is required`,
+		"malformed_endpoint":          `"endpoint" is not a valid PostgreSQL URL`,
+		"bad_schema":                  `"schema" "bad-name;drop" is not a valid identifier`,
+		"empty_schema":                `"schema" "" is not a valid identifier`,
+		"negative_max_conns":          `"max_conns" must be 0`,
+		"unknown_key":                 `invalid keys: batch_rows`,
+		"negative_timeout":            `timeout`,
+		"redis_no_endpoint":           `redis: one of "endpoint", "sentinel" or "cluster" is required`,
+		"redis_endpoint_and_sentinel": `redis: set only one of "endpoint", "sentinel" and "cluster"`,
+		"redis_sentinel_no_master":    `redis: "sentinel::master_name" is required`,
+		"redis_sentinel_bad_endpoint": `redis: "sentinel::endpoints"[1] must be host:port, got "sentinel-2"`,
+		"redis_cluster_no_endpoints":  `redis: "cluster::endpoints" needs at least one host:port`,
+		"redis_cluster_db":            `redis: "db" must be 0 with "cluster"`,
+		"redis_bad_shards":            `redis: "shards" must be in 1..256, got 0`,
+		"redis_bad_endpoint":          `redis: "endpoint" must be host:port`,
+		"redis_bad_workers":           `redis: "workers" must be in 1..64, got 0`,
+		"redis_bad_prefix":            `redis: "key_prefix"`,
+		"redis_bad_compression":       `redis: "compression" must be "s2" or "none", got "zstd"`,
+		"redis_bad_min_replicas":      `redis: "min_replicas" must be 0 or positive, got -1`,
+		"redis_replicated_alone":      `redis: "require_durability" "replicated" needs "min_replicas" of at least 1`,
+		"redis_bad_durability":        `redis: "require_durability" must be one of "none", "aof_everysec", "aof_always", "replicated", got "fsync"`,
+		"redis_short_ledger":          `"ledger_retention" (24h0m0s) must be at least 10 × redis::claim_after`,
+		"partitioning_bad_premake":    `partitioning: "premake" must be in 1..366, got 0`,
+		"short_ledger":                `"ledger_retention" must be at least 1m`,
+		"redis_early_ack":             `set "sending_queue::enabled: false"`,
+		"small_queue_explicit_min":    "`min_size` must be less than or equal to `queue_size`",
+		"bad_exec_mode":               `"query_exec_mode" "prepared" is not one of`,
+		"bad_distribution":            `"distribution" must be empty or "citus"`,
+		"promote_bad_column":          `column "user-id" is not a valid identifier`,
+		"promote_builtin_column":      `collides with a built-in column of spans`,
+		"promote_bad_type":            `type "integer" is not one of text, bigint`,
+		"promote_no_keys":             `"from" needs at least one key`,
+		"promote_bad_scope":           `from "scope:user.id" is not "span:<key>"`,
+		"promote_no_key_name":         `from "span:" is not "span:<key>"`,
+		"promote_scope_signal":        `from "log:user.id" reads logs, but "signals" lacks logs`,
+		"promote_bad_signal":          `signal "metrics" is not traces or logs`,
+		"promote_twice":               `promoted column "user_id": named twice`,
+		"promote_bad_preset":          `"promote_preset" must be "genai" or "none", got "openai"`,
+		"promote_not_a_list":          `'promote' source data must be an array or slice`,
 	}
 	// Every entry of the file has an expectation, and every expectation an entry.
 	entries := make([]string, 0, len(want))

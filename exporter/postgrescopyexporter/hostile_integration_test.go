@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -291,7 +292,7 @@ func TestHostileCorpus(t *testing.T) {
 	pool := utcPool(t)
 	q := func(table string) string { return pgx.Identifier{schemaName, table}.Sanitize() }
 	for table, col := range poisonColumns {
-		_, err := pool.Exec(ctx, "ALTER TABLE "+q(table)+" ADD CONSTRAINT no_poison CHECK ("+col+" IS DISTINCT FROM 'poison')")
+		_, err := pool.Exec(ctx, "ALTER TABLE "+q(tables.StoreName(table))+" ADD CONSTRAINT no_poison CHECK ("+col+" IS DISTINCT FROM 'poison')")
 		require.NoError(t, err)
 	}
 

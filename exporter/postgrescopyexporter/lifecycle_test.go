@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -77,15 +78,16 @@ func TestCreateSchemaFalseNamesWhatIsMissing(t *testing.T) {
 	cfg.CreateSchema = false
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	// Only the spans table, without one column.
-	_, err := pool.Exec(ctx, `CREATE SCHEMA "`+schemaName+`"; CREATE TABLE "`+schemaName+`".spans (start_time timestamptz)`)
+	// Only the spans' table, without one column.
+	_, err := pool.Exec(ctx, `CREATE SCHEMA "`+schemaName+`"; CREATE TABLE "`+schemaName+`".spans_rows (start_time timestamptz)`)
 	require.NoError(t, err)
 	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	err = te.Start(ctx, componenttest.NewNopHost())
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "spans.span_name (column missing)")
-	assert.Contains(t, err.Error(), "logs (table missing or not visible)")
+	assert.Contains(t, err.Error(), "spans_rows.span_name (column missing)")
+	assert.Contains(t, err.Error(), "logs_rows (table missing or not visible)")
+	assert.Contains(t, err.Error(), "contexts (table missing or not visible)")
 	assert.Contains(t, err.Error(), "create_schema")
 	require.NoError(t, te.Shutdown(ctx))
 }
@@ -201,5 +203,40 @@ func TestCitusDistributionWithoutCitusFailsStart(t *testing.T) {
 	require.NoError(t, err)
 	err = te.Start(context.Background(), componenttest.NewNopHost())
 	require.ErrorIs(t, err, schema.ErrNoCitus)
+	require.NoError(t, te.Shutdown(context.Background()))
+}
+
+// refuseMigration2 leaves schemaName at version 1 with a view where
+// migration 2 indexes a table: the server refuses that step for good.
+func refuseMigration2(t *testing.T, pool *pgxpool.Pool, schemaName string, distribute bool) {
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = schema.MigrateTo(ctx, conn.Conn(), schemaName, 1)
+	require.NoError(t, err)
+	if distribute {
+		// As an older release did (today's Distribute knows the latest
+		// schema's tables only).
+		_, err = conn.Exec(ctx, "SELECT create_distributed_table($1, 'trace_id')", schema.Qualified(schemaName, "spans"))
+		require.NoError(t, err)
+	}
+	_, err = conn.Exec(ctx, "CREATE VIEW "+schema.Qualified(schemaName, "model_prices")+" AS SELECT 1 AS model, now() AS valid_from")
+	require.NoError(t, err)
+}
+
+// TestMigrationStepFailureIsNamed: a migration step the server refuses fails
+// the start naming the migration and the server's reason, not as a server
+// that is "not reachable yet".
+func TestMigrationStepFailureIsNamed(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	refuseMigration2(t, pgtest.Pool(t), schemaName, false)
+	set, logs := observedSettings()
+	te, err := NewFactory().CreateTraces(context.Background(), set, cfg)
+	require.NoError(t, err)
+	err = te.Start(context.Background(), componenttest.NewNopHost())
+	require.ErrorContains(t, err, "apply migration 002_ai_spend.sql")
+	require.ErrorContains(t, err, "SQLSTATE 42809")
+	require.Zero(t, logs.FilterMessageSnippet("not reachable").Len())
 	require.NoError(t, te.Shutdown(context.Background()))
 }

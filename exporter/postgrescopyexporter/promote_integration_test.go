@@ -135,7 +135,7 @@ func TestCreateSchemaFalseNamesMissingPromotedColumns(t *testing.T) {
 	require.NoError(t, err)
 	err = te.Start(ctx, componenttest.NewNopHost())
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "spans.gen_ai_cost_usd (column missing)")
+	assert.Contains(t, err.Error(), "spans_rows.gen_ai_cost_usd (column missing)")
 	assert.Contains(t, err.Error(), `ADD COLUMN IF NOT EXISTS "gen_ai_input_tokens" bigint`)
 	require.NoError(t, te.Shutdown(ctx))
 }
@@ -145,7 +145,7 @@ func TestCreateSchemaFalseNamesMissingPromotedColumns(t *testing.T) {
 func TestPromotedColumnOfAnotherTypeFailsStart(t *testing.T) {
 	cfg, schemaName := testConfig(t)
 	startTraces(t, cfg)
-	_, err := pgtest.Pool(t).Exec(context.Background(), "ALTER TABLE "+pgx.Identifier{schemaName, "spans"}.Sanitize()+
+	_, err := pgtest.Pool(t).Exec(context.Background(), "ALTER TABLE "+pgx.Identifier{schemaName, "spans_rows"}.Sanitize()+
 		" ADD COLUMN retries text")
 	require.NoError(t, err)
 	typed := *cfg // another config: its own client, which prepares the schema

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,16 +43,24 @@ const (
 // the flush workers, and the loops that keep the backlog gauges and the
 // ledger tidy.
 type redisSide struct {
-	rc       *RedisConfig
-	rdb      *redis.Client
+	rc  *RedisConfig
+	rdb redis.UniversalClient
+	cl  *redisClient
+	// addr names the Redis in logs and errors (the config key and address).
 	addr     string
 	consumer string
-	adders   map[string]*coord.Stream
-	reg      metric.Registration
+	// adders are each signal's shards Consume adds to (redis::shards).
+	adders map[string][]*coord.Stream
+	// shards are each signal's shards the workers cover: the adders' and
+	// those the registry names beyond them, being drained. Only start and
+	// the maintenance loop touch it.
+	shards map[string][]*coord.Stream
+	bg     context.Context
+	reg    metric.Registration
 
 	mu    sync.Mutex
-	stats map[string]coord.Stats // last read, by signal
-	// epochs holds each signal's epoch marker as last seen: one that
+	stats map[string]shardStats // last read, by stream
+	// epochs holds each stream's epoch marker as last seen: one that
 	// vanishes or changes means Redis lost the stream.
 	epochs map[string]string
 	// durability as last read; durabilityRead once it was.
@@ -73,18 +83,31 @@ func defaultConsumerName() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// startRedis creates the Redis client and starts the flush workers. Redis
-// being down is not an error here: the workers wait for it and say so.
-func (c *client) startRedis(ctx, bg context.Context) error {
-	rc := c.cfg.Redis.Get()
-	opt, err := rc.options()
-	if err != nil {
-		return err
+// redisClient is the client of the configured Redis: a single node, a
+// Sentinel-monitored primary or a Redis Cluster; where names it in messages.
+type redisClient struct {
+	rdb   redis.UniversalClient
+	where string
+	// user and secrets are the data nodes' user and the passwords that no
+	// message may show.
+	user    string
+	secrets []string
+}
+
+// newRedisClient builds the client. Every mode gets the same deadlines,
+// TLS and data-node credentials.
+func (rc *RedisConfig) newRedisClient(ctx context.Context) (*redisClient, error) {
+	opt := &redis.Options{Username: rc.Username, Password: string(rc.Password), DB: rc.DB}
+	if rc.Endpoint != "" {
+		var err error
+		if opt, err = rc.options(); err != nil {
+			return nil, err
+		}
 	}
 	if rc.TLS.HasValue() {
 		tlsCfg, err := rc.TLS.Get().LoadTLSConfig(ctx)
 		if err != nil {
-			return fmt.Errorf(`"redis::tls": %w`, err)
+			return nil, fmt.Errorf(`"redis::tls": %w`, err)
 		}
 		opt.TLSConfig = tlsCfg
 	}
@@ -98,21 +121,73 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 	if opt.WriteTimeout <= 0 {
 		opt.WriteTimeout = redisTimeout
 	}
-	opt.PoolSize = max(opt.PoolSize, 3*rc.Workers+4)
+	// Each flush worker may hold a connection in a blocked read; shards the
+	// registry still names beyond redis::shards get a worker each.
+	opt.PoolSize = max(opt.PoolSize, 3*rc.Workers*rc.Shards+16)
+	user := opt.Username
+	if user == "" {
+		user = "default"
+	}
+	cl := &redisClient{user: user, secrets: []string{opt.Password}}
+	switch {
+	case rc.Sentinel.HasValue():
+		sc := rc.Sentinel.Get()
+		cl.secrets = append(cl.secrets, string(sc.Password))
+		cl.where = fmt.Sprintf("redis::sentinel master %q (sentinels %s)", sc.MasterName, strings.Join(sc.Endpoints, ","))
+		cl.rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: sc.MasterName, SentinelAddrs: sc.Endpoints,
+			SentinelUsername: sc.Username, SentinelPassword: string(sc.Password),
+			Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig,
+			ReadTimeout: opt.ReadTimeout, WriteTimeout: opt.WriteTimeout, ContextTimeoutEnabled: true,
+			PoolSize: opt.PoolSize,
+		})
+	case rc.Cluster.HasValue():
+		eps := rc.Cluster.Get().Endpoints
+		cl.where = "redis::cluster " + strings.Join(eps, ",")
+		cl.rdb = redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: eps, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig,
+			ReadTimeout: opt.ReadTimeout, WriteTimeout: opt.WriteTimeout, ContextTimeoutEnabled: true,
+			PoolSize: opt.PoolSize,
+		})
+	default:
+		cl.where = "redis::endpoint " + opt.Addr
+		cl.rdb = redis.NewClient(opt)
+	}
+	return cl, nil
+}
+
+// redact hides the configured passwords in err.
+func (cl *redisClient) redact(err error) error {
+	for _, s := range cl.secrets {
+		err = redactErr(err, s)
+	}
+	return err
+}
+
+// startRedis creates the Redis client and starts the flush workers. Redis
+// being down is not an error here: the workers wait for it and say so.
+func (c *client) startRedis(ctx, bg context.Context) error {
+	rc := c.cfg.Redis.Get()
+	cl, err := rc.newRedisClient(ctx)
+	if err != nil {
+		return err
+	}
 	routeRedisLogs(c.logger)
 	rs := &redisSide{
 		rc:       rc,
-		rdb:      redis.NewClient(opt),
-		addr:     opt.Addr,
+		rdb:      cl.rdb,
+		cl:       cl,
+		addr:     cl.where,
 		consumer: rc.Consumer,
-		adders:   map[string]*coord.Stream{},
-		stats:    map[string]coord.Stats{},
+		adders:   map[string][]*coord.Stream{},
+		shards:   map[string][]*coord.Stream{},
+		stats:    map[string]shardStats{},
 		epochs:   map[string]string{},
 	}
 	if rs.consumer == "" {
 		rs.consumer = defaultConsumerName()
 	}
-	if err := c.checkRedis(ctx, rs, opt); err != nil {
+	if err := c.checkRedis(ctx, rs); err != nil {
 		_ = rs.rdb.Close()
 		return err
 	}
@@ -128,36 +203,83 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 		return err
 	}
 	c.redis = rs
-	bounds := coord.Bounds{MaxBytes: rc.MaxPendingBytes, MaxEntries: rc.MaxPendingEntries}
+	for _, sig := range signalNames {
+		for i := 0; i < rc.Shards; i++ {
+			s := coord.NewStream(rs.rdb, coord.ShardKeys(rc.KeyPrefix, sig, i), rs.bounds(), rs.consumer)
+			s.RequireReplicas(rc.MinReplicas, rc.ReplicaTimeout)
+			rs.adders[sig] = append(rs.adders[sig], s)
+		}
+	}
+	rs.bg = bg
+	// Shards a larger redis::shards used before are drained too; when Redis
+	// is not reachable yet, the maintenance loop registers them later.
+	ever := rc.Shards
+	rctx, cancel := context.WithTimeout(ctx, startAttempt)
+	if n, err := coord.RegisterShards(rctx, rs.rdb, rc.KeyPrefix, rc.Shards); err == nil {
+		ever = n
+	}
+	cancel()
+	c.coverShards(ever)
+	c.wg.Add(1)
+	go c.maintainRedis(bg)
+	c.logger.Info("coordinating through Redis", zap.String("redis", rs.addr),
+		zap.String("key_prefix", rc.KeyPrefix), zap.String("consumer", rs.consumer), zap.Int("workers_per_signal", rc.Workers),
+		zap.Int("shards", rc.Shards), zap.Int("shards_drained", ever-rc.Shards))
+	return nil
+}
+
+// bounds are one shard's: redis::max_pending_* are per signal, split over
+// its shards.
+func (rs *redisSide) bounds() coord.Bounds {
+	n := int64(rs.rc.Shards)
+	return coord.Bounds{MaxBytes: ceilDiv(rs.rc.MaxPendingBytes, n), MaxEntries: ceilDiv(rs.rc.MaxPendingEntries, n)}
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// coverShards starts flush workers on every shard below n not yet covered:
+// redis::workers on each shard Consume adds to, one on each shard only
+// drained (a larger redis::shards used it before). Called at start and from
+// the maintenance loop only.
+func (c *client) coverShards(n int) {
+	rs, rc := c.redis, c.redis.rc
 	fc := flush.Config{
 		MaxRows: rc.MaxRows, MaxBytes: rc.MaxBytes, MaxWait: rc.MaxWait, ClaimAfter: rc.ClaimAfter,
 		Timeout: c.cfg.TimeoutConfig.Timeout, Quarantine: c.cfg.Schema + "." + pgwrite.QuarantineTable,
 		NewBatch: c.cfg.newBatch,
 	}
 	for _, sig := range signalNames {
-		keys := coord.KeysFor(rc.KeyPrefix, sig)
-		rs.adders[sig] = coord.NewStream(rs.rdb, keys, bounds, rs.consumer)
-		rs.adders[sig].RequireReplicas(rc.MinReplicas, rc.ReplicaTimeout)
 		tel := flush.Telemetry{
 			Claimed: c.tel.PostgrescopyClaimedEntries, LedgerHits: c.tel.PostgrescopyLedgerHits,
 			Undecodable: c.tel.PostgrescopyUndecodableEntries, BatchRows: c.tel.PostgrescopyBatchRows,
 			Attrs: metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", sig))),
 		}
-		for w := 0; w < rc.Workers; w++ {
-			s := &workerStream{Stream: coord.NewStream(rs.rdb, keys, bounds, fmt.Sprintf("%s-%s-%d", rs.consumer, sig, w)), c: c, sig: sig}
-			f := flush.New(fc, s, flushWriter{c}, tel, c.logger.With(zap.String("signal", sig), zap.Int("worker", w)), c.writes)
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				f.Run(bg)
-			}()
+		for i := len(rs.shards[sig]); i < n; i++ {
+			keys := coord.ShardKeys(rc.KeyPrefix, sig, i)
+			rs.shards[sig] = append(rs.shards[sig], coord.NewStream(rs.rdb, keys, rs.bounds(), rs.consumer))
+			workers := rc.Workers
+			if i >= rc.Shards {
+				workers = 1
+			}
+			for w := 0; w < workers; w++ {
+				name := fmt.Sprintf("%s-%s-%d", rs.consumer, sig, w)
+				if i > 0 {
+					name = fmt.Sprintf("%s-%s-%d-%d", rs.consumer, sig, i, w)
+				}
+				s := &workerStream{Stream: coord.NewStream(rs.rdb, keys, rs.bounds(), name), c: c, sig: sig}
+				log := c.logger.With(zap.String("signal", sig), zap.Int("worker", w))
+				if rc.Shards > 1 || i > 0 {
+					log = log.With(zap.Int("shard", i))
+				}
+				f := flush.New(fc, s, flushWriter{c}, tel, log, c.writes)
+				c.wg.Add(1)
+				go func() {
+					defer c.wg.Done()
+					f.Run(rs.bg)
+				}()
+			}
 		}
 	}
-	c.wg.Add(1)
-	go c.maintainRedis(bg)
-	c.logger.Info("coordinating through Redis", zap.String("redis", rs.addr),
-		zap.String("key_prefix", rc.KeyPrefix), zap.String("consumer", rs.consumer), zap.Int("workers_per_signal", rc.Workers))
-	return nil
 }
 
 // signalNames are the signals with a stream each.
@@ -175,10 +297,25 @@ func (s *workerStream) Ensure(ctx context.Context) error {
 	return s.c.redis.ensure(ctx, s.c, s.sig, s.Stream)
 }
 
+// shardStats is one shard's backlog as last read.
+type shardStats struct {
+	sig string
+	coord.Stats
+}
+
+// observe yields each signal's backlog, summed over its shards.
 func (rs *redisSide) observe(yield func(signal string, entries, pending, bytes int64)) {
 	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	for sig, st := range rs.stats {
+	sums := map[string]coord.Stats{}
+	for _, st := range rs.stats {
+		sum := sums[st.sig]
+		sum.Entries += st.Entries
+		sum.Pending += st.Pending
+		sum.Bytes += st.Bytes
+		sums[st.sig] = sum
+	}
+	rs.mu.Unlock()
+	for sig, st := range sums {
 		yield(sig, st.Entries, st.Pending, st.Bytes)
 	}
 }
@@ -190,13 +327,14 @@ func (rs *redisSide) ensure(ctx context.Context, c *client, sig string, s *coord
 	if err != nil {
 		return err
 	}
+	stream := s.Keys().Stream
 	rs.mu.Lock()
-	known := rs.epochs[sig]
-	rs.epochs[sig] = epoch
-	last := rs.stats[sig]
+	known := rs.epochs[stream]
+	rs.epochs[stream] = epoch
+	last := rs.stats[stream].Stats
 	rs.mu.Unlock()
 	if known != "" && known != epoch {
-		c.reportLoss(ctx, sig, s.Keys().Stream, last)
+		c.reportLoss(ctx, sig, stream, last)
 	}
 	return nil
 }
@@ -205,12 +343,12 @@ func (rs *redisSide) ensure(ctx context.Context, c *client, sig string, s *coord
 // the loss unless another caller (a flush worker recreating the group) did.
 func (rs *redisSide) lost(ctx context.Context, c *client, sig, stream, known string, st coord.Stats) {
 	rs.mu.Lock()
-	if rs.epochs[sig] != known {
+	if rs.epochs[stream] != known {
 		rs.mu.Unlock()
 		return
 	}
-	rs.epochs[sig] = st.Epoch
-	last := rs.stats[sig]
+	rs.epochs[stream] = st.Epoch
+	last := rs.stats[stream].Stats
 	rs.mu.Unlock()
 	c.reportLoss(ctx, sig, stream, last)
 }
@@ -242,39 +380,75 @@ func (c *client) maintainRedis(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for sig, s := range rs.adders {
-			rs.mu.Lock()
-			known := rs.epochs[sig]
-			rs.mu.Unlock()
-			st, err := s.Stats(ctx)
-			if err != nil {
-				continue
-			}
-			// Before the first group creation (Redis unreachable at start)
-			// there is nothing to compare with: the workers create it.
-			if known != "" && st.Epoch != known {
-				rs.lost(ctx, c, sig, s.Keys().Stream, known, st)
-			}
-			rs.mu.Lock()
-			rs.stats[sig] = st
-			rs.mu.Unlock()
-			if known != "" && (st.GroupMissing || st.Epoch == "") {
-				// Recreate it now rather than wait for a worker's NOGROUP.
-				if err := rs.ensure(ctx, c, sig, s); err != nil && ctx.Err() == nil {
-					c.logger.Debug("recreating the consumer group failed", zap.String("stream", s.Keys().Stream), zap.Error(err))
-				}
+		// A shard registered by another replica (a larger redis::shards)
+		// gets workers here too.
+		if n, err := coord.RegisterShards(ctx, rs.rdb, rs.rc.KeyPrefix, rs.rc.Shards); err == nil && n > len(rs.shards[signalNames[0]]) {
+			c.logger.Info("Redis names more shards than this replica covers (another replica uses a larger redis::shards, or did); draining them too",
+				zap.Int("shards", n))
+			c.coverShards(n)
+		}
+		for _, sig := range signalNames {
+			for _, s := range rs.shards[sig] {
+				c.checkShard(ctx, sig, s)
 			}
 		}
 		c.rereadDurability(ctx, rs)
 		if time.Since(lastConsumers) >= consumerPruneEvery {
 			lastConsumers = time.Now()
-			for _, s := range rs.adders {
+			for _, s := range rs.allShards() {
 				if _, err := s.PruneConsumers(ctx, consumerIdleLimit); err != nil && ctx.Err() == nil {
 					c.logger.Debug("consumer prune failed", zap.Error(err))
 				}
 			}
 		}
 	}
+}
+
+// allShards are the streams of every signal's shards.
+func (rs *redisSide) allShards() []*coord.Stream {
+	var all []*coord.Stream
+	for _, sig := range signalNames {
+		all = append(all, rs.shards[sig]...)
+	}
+	return all
+}
+
+// checkShard refreshes a shard's backlog and notices when Redis lost it.
+func (c *client) checkShard(ctx context.Context, sig string, s *coord.Stream) {
+	rs := c.redis
+	stream := s.Keys().Stream
+	rs.mu.Lock()
+	known := rs.epochs[stream]
+	rs.mu.Unlock()
+	st, err := s.Stats(ctx)
+	if err != nil {
+		return
+	}
+	// Before the first group creation (Redis unreachable at start)
+	// there is nothing to compare with: the workers create it.
+	if known != "" && st.Epoch != known {
+		rs.lost(ctx, c, sig, stream, known, st)
+	}
+	rs.mu.Lock()
+	rs.stats[stream] = shardStats{sig: sig, Stats: st}
+	rs.mu.Unlock()
+	if known != "" && (st.GroupMissing || st.Epoch == "") {
+		// Recreate it now rather than wait for a worker's NOGROUP.
+		if err := rs.ensure(ctx, c, sig, s); err != nil && ctx.Err() == nil {
+			c.logger.Debug("recreating the consumer group failed", zap.String("stream", stream), zap.Error(err))
+		}
+	}
+}
+
+// shardOf picks the shard of a request from its key: random keys spread
+// evenly, and a retry of the request goes to the same shard.
+func shardOf(key string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
 }
 
 // enqueue hands one request to its signal's stream. It succeeds only once
@@ -284,17 +458,18 @@ func (c *client) maintainRedis(ctx context.Context) {
 func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte, items int) error {
 	rs := c.redis
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", signal)))
-	_, err := rs.adders[signal].AddEntry(ctx, key, entry.Format, payload, items)
+	shards := rs.adders[signal]
+	_, err := shards[shardOf(key, len(shards))].AddEntry(ctx, key, entry.Format, payload, items)
 	if errors.Is(err, coord.ErrBackpressure) {
 		c.tel.PostgrescopyBackpressure.Add(ctx, 1, attrs)
 		return exporterhelper.NewThrottleRetry(err, backpressureDelay)
 	}
 	if errors.Is(err, coord.ErrTooFewReplicas) {
-		return fmt.Errorf("redis %s: not acknowledged, redis::min_replicas is %d: %w; start the replicas or lower redis::min_replicas",
+		return fmt.Errorf("%s: not acknowledged, redis::min_replicas is %d: %w; start the replicas or lower redis::min_replicas",
 			rs.addr, rs.rc.MinReplicas, err)
 	}
 	if err != nil {
-		return fmt.Errorf("redis %s: %w", rs.addr, err)
+		return fmt.Errorf("%s: %w", rs.addr, err)
 	}
 	c.tel.PostgrescopyEntriesAdded.Add(ctx, 1, attrs)
 	return nil

@@ -45,33 +45,30 @@ const probeSignal = "probe"
 // accepts the credentials and lets this user run the commands the exporter
 // uses. A refusal fails the start with the fix; an unreachable Redis does not
 // (the flush workers wait for it), and is logged once.
-func (c *client) checkRedis(ctx context.Context, rs *redisSide, opt *redis.Options) error {
+func (c *client) checkRedis(ctx context.Context, rs *redisSide) error {
 	cctx, cancel := context.WithTimeout(ctx, startAttempt)
 	defer cancel()
-	user := opt.Username
-	if user == "" {
-		user = "default"
-	}
-	where := fmt.Sprintf("redis::endpoint %s (user %q)", rs.addr, user)
+	user := rs.cl.user
+	where := fmt.Sprintf("%s (user %q)", rs.addr, user)
 	err := rs.rdb.Ping(cctx).Err()
 	if err == nil {
 		var denied []string
 		denied, err = probeCommands(cctx, rs.rdb, rs.rc.KeyPrefix)
 		if len(denied) > 0 {
-			return redactErr(fmt.Errorf("postgrescopy: %s lacks Redis permissions the exporter needs: %s; grant them, e.g. "+
+			return rs.cl.redact(fmt.Errorf("postgrescopy: %s lacks Redis permissions the exporter needs: %s; grant them, e.g. "+
 				"ACL SETUSER %s +@connection +@stream +@string +@scripting +@transaction ~{%s:*",
-				where, strings.Join(denied, "; "), user, rs.rc.KeyPrefix), opt.Password)
+				where, strings.Join(denied, "; "), user, rs.rc.KeyPrefix))
 		}
 	}
 	if err == nil {
 		return c.logDurability(cctx, rs)
 	}
 	if isAuthError(err) {
-		return redactErr(fmt.Errorf("postgrescopy: %s refused the credentials: %w; set redis::username and redis::password "+
-			"(or the endpoint URL's user and password) to a user this Redis accepts", where, err), opt.Password)
+		return rs.cl.redact(fmt.Errorf("postgrescopy: %s refused the credentials: %w; set redis::username and redis::password "+
+			"(or the endpoint URL's user and password; redis::sentinel::username and ::password for the sentinels) to a user this Redis accepts", where, err))
 	}
 	c.logger.Warn("Redis is not reachable yet; flush workers wait for it in the background, requests are refused meanwhile",
-		zap.String("redis", rs.addr), zap.Error(redactErr(err, opt.Password)))
+		zap.String("redis", rs.addr), zap.Error(rs.cl.redact(err)))
 	return nil
 }
 
@@ -95,7 +92,7 @@ func isPermError(err error) bool {
 // probeCommands runs the exporter's commands against probe keys and returns
 // the refusals, one per command refused. Errors other than refusals (the
 // probe keys' state) are ignored, except a connection failure, returned.
-func probeCommands(ctx context.Context, rdb *redis.Client, prefix string) ([]string, error) {
+func probeCommands(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]string, error) {
 	keys := coord.KeysFor(prefix, probeSignal)
 	const consumer = "postgrescopy-probe"
 	s := coord.NewStream(rdb, keys, coord.Bounds{MaxBytes: 1 << 40, MaxEntries: 1 << 30}, consumer)
@@ -208,7 +205,7 @@ func (c *client) logDurability(ctx context.Context, rs *redisSide) error {
 		c.logger.Info("Redis persistence", fields...)
 	default:
 		c.logger.Warn("Redis persistence does not keep every acknowledged request through a crash; "+
-			"use appendonly yes with appendfsync always for none lost", fields...)
+			"use appendonly yes with appendfsync always, or replicas and redis::min_replicas, for none lost", fields...)
 	}
 	return rs.belowRequired(d, err)
 }
@@ -241,10 +238,10 @@ func (rs *redisSide) belowRequired(d coord.Durability, err error) error {
 		fix = fmt.Sprintf("give that Redis at least redis::min_replicas (%d) connected replicas", rs.rc.MinReplicas)
 	}
 	if err != nil {
-		return fmt.Errorf("postgrescopy: redis::require_durability is %q but the persistence settings of redis::endpoint %s cannot be read: %w; "+
+		return fmt.Errorf("postgrescopy: redis::require_durability is %q but the persistence settings of %s cannot be read: %w; "+
 			"let this user run INFO persistence and CONFIG GET, or lower redis::require_durability", rs.rc.RequireDurability, rs.addr, err)
 	}
-	return fmt.Errorf("postgrescopy: redis::require_durability is %q but redis::endpoint %s offers %q (%s); "+
+	return fmt.Errorf("postgrescopy: redis::require_durability is %q but %s offers %q (%s); "+
 		"%s, or lower redis::require_durability",
 		rs.rc.RequireDurability, rs.addr, d.String(), d.Risk(), fix)
 }

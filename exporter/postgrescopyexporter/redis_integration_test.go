@@ -363,7 +363,7 @@ func TestRedisShutdownCancelsWritesAtItsDeadline(t *testing.T) {
 	lock, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = lock.Rollback(ctx) }()
-	_, err = lock.Exec(ctx, `LOCK TABLE "`+schemaName+`".spans IN ACCESS EXCLUSIVE MODE`)
+	_, err = lock.Exec(ctx, `LOCK TABLE "`+schemaName+`".spans_rows IN ACCESS EXCLUSIVE MODE`)
 	require.NoError(t, err)
 	require.NoError(t, te.ConsumeTraces(ctx, uniqueTraces(1, 5)))
 	require.Eventually(t, func() bool {

@@ -260,19 +260,20 @@ func TestRedisSameKeyAddedTwiceIsWrittenOnce(t *testing.T) {
 func TestRedisDurabilityIsSaidAtStart(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		aof   bool
+		fsync string // appendfsync with appendonly yes; empty: no AOF
 		level zapcore.Level
 		want  string
 	}{
-		{"volatile", false, zapcore.WarnLevel, "volatile"},
-		{"aof always", true, zapcore.InfoLevel, "aof_always"},
+		{"volatile", "", zapcore.WarnLevel, "volatile"},
+		{"aof everysec", "everysec", zapcore.WarnLevel, "aof_everysec"},
+		{"aof always", "always", zapcore.InfoLevel, "aof_always"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rs := startRedisServer(t, "")
-			if tc.aof {
+			if tc.fsync != "" {
 				rdb := rs.client(t)
 				require.NoError(t, rdb.ConfigSet(context.Background(), "appendonly", "yes").Err())
-				require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "always").Err())
+				require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", tc.fsync).Err())
 			}
 			cfg, _ := testConfig(t)
 			cfg = withRedis(cfg, "pgct-durability", "d")
@@ -280,6 +281,7 @@ func TestRedisDurabilityIsSaidAtStart(t *testing.T) {
 			_, _, logs := startObservedTraces(t, cfg)
 			said := logs.FilterMessageSnippet("Redis persistence").All()
 			require.Len(t, said, 1)
+			t.Logf("start-up: %s: %s %v", said[0].Level, said[0].Message, said[0].ContextMap())
 			assert.Equal(t, tc.level, said[0].Level)
 			assert.Equal(t, tc.want, said[0].ContextMap()["durability"])
 			assert.NotEmpty(t, said[0].ContextMap()["risk"])

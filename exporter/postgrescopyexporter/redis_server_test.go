@@ -2,6 +2,7 @@ package postgrescopyexporter
 
 import (
 	"context"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -43,13 +44,26 @@ func startRedisServer(t *testing.T, password string) *redisServer {
 // the primary counts it.
 func startRedisReplica(t *testing.T, primary *redisServer) *redisServer {
 	t.Helper()
+	return startRedisReplicaVia(t, primary, primary.addr())
+}
+
+// startRedisReplicaVia is startRedisReplica replicating from via, an address
+// that leads to primary (a proxy that can cut the replication link).
+func startRedisReplicaVia(t *testing.T, primary *redisServer, via string) *redisServer {
+	t.Helper()
+	host, viaPort, err := net.SplitHostPort(via)
+	require.NoError(t, err)
 	addr := freeAddr(t)
 	port, err := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
 	require.NoError(t, err)
 	rdb := primary.client(t)
 	// The first sync would otherwise wait 5s for more replicas.
 	require.NoError(t, rdb.ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err())
-	s := &redisServer{port: port, dir: t.TempDir(), extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.port)}}
+	s := &redisServer{port: port, dir: t.TempDir(), password: primary.password,
+		extra: []string{"--replicaof", host, viaPort}}
+	if primary.password != "" {
+		s.extra = append(s.extra, "--masterauth", primary.password)
+	}
 	s.start(t)
 	t.Cleanup(func() { s.kill(t) })
 	require.Eventually(t, func() bool {

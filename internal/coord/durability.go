@@ -2,9 +2,11 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -120,7 +122,30 @@ func ReadDurability(ctx context.Context, rdb redis.UniversalClient) (Durability,
 // ReadDurabilityReplicated is ReadDurability, but DurabilityReplicated when
 // each entry waits for minReplicas replicas (minReplicas > 0) and INFO
 // replication counts at least that many connected.
+//
+// On a Redis Cluster it is the weakest of every primary's.
 func ReadDurabilityReplicated(ctx context.Context, rdb redis.UniversalClient, minReplicas int) (Durability, error) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		weakest, seen := DurabilityReplicated, false
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			d, err := ReadDurabilityReplicated(ctx, node, minReplicas)
+			if err != nil {
+				return fmt.Errorf("%s: %w", node.Options().Addr, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			weakest, seen = min(weakest, d), true
+			return nil
+		})
+		if err == nil && !seen {
+			err = errors.New("no cluster primary is known")
+		}
+		if err != nil {
+			return DurabilityUnknown, err
+		}
+		return weakest, nil
+	}
 	d, err := ReadDurability(ctx, rdb)
 	if err != nil || minReplicas <= 0 {
 		return d, err

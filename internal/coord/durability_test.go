@@ -83,3 +83,29 @@ func TestReadDurabilityWithoutConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitAOFOnlyFrom72WithAOF: WAITAOF exists from Redis 7.2, and counts
+// replicas that fsynced their AOF; below, or without an AOF, AddEntry uses
+// WAIT. (This machine's Redis is 7.0: the WAITAOF path itself runs only
+// against a 7.2+ server.)
+func TestWaitAOFOnlyFrom72WithAOF(t *testing.T) {
+	info := func(version, aof string) string {
+		return "# Server\r\nredis_version:" + version + "\r\nredis_mode:standalone\r\n# Persistence\r\naof_enabled:" + aof + "\r\n"
+	}
+	for _, c := range []struct {
+		version, aof string
+		want         bool
+	}{
+		{"7.0.15", "1", false},
+		{"7.2.0", "1", true},
+		{"7.4.1", "1", true},
+		{"8.0.2", "1", true},
+		{"7.2.4", "0", false},
+		{"6.2.14", "1", false},
+		{"", "1", false},
+	} {
+		if got := WaitAOFSupported(info(c.version, c.aof)); got != c.want {
+			t.Errorf("redis %q aof_enabled:%s: WaitAOFSupported = %v, want %v", c.version, c.aof, got, c.want)
+		}
+	}
+}

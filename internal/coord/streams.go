@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -37,12 +38,28 @@ type Keys struct {
 	// data (a restart without persistence, a flush) loses it too: a missing
 	// or changed epoch tells the exporter that entries may have been lost.
 	Epoch string
+	// Ledger is the stream name the PostgreSQL ledger records this stream's
+	// entries under: the signal's first shard's, the same for every shard,
+	// so that a request added again on another shard (shards changed
+	// between two attempts) is still recognized.
+	Ledger string
 }
 
-// KeysFor returns the keys of signal under prefix.
+// KeysFor returns the keys of signal under prefix: its first shard's.
 func KeysFor(prefix, signal string) Keys {
+	return ShardKeys(prefix, signal, 0)
+}
+
+// ShardKeys returns the keys of shard i of signal under prefix. Shard 0 has
+// the keys of an unsharded signal; each other shard has its own hash tag
+// {prefix:signal:i}, so a Redis Cluster puts the shards in different slots.
+func ShardKeys(prefix, signal string, i int) Keys {
 	tag := "{" + prefix + ":" + signal + "}"
-	return Keys{Stream: tag + ":stream", Bytes: tag + ":bytes", Group: "postgrescopy", Epoch: tag + ":epoch"}
+	ledger := tag + ":stream"
+	if i > 0 {
+		tag = "{" + prefix + ":" + signal + ":" + strconv.Itoa(i) + "}"
+	}
+	return Keys{Stream: tag + ":stream", Bytes: tag + ":bytes", Group: "postgrescopy", Epoch: tag + ":epoch", Ledger: ledger}
 }
 
 // Bounds cap what a stream may hold before Add refuses; zero means no bound.
@@ -85,6 +102,10 @@ type Stream struct {
 	// returns it; 0 = no wait.
 	replicas       int
 	replicaTimeout time.Duration
+	// aof: WAITAOF instead of WAIT (Redis 7.2+ with AOF), read once.
+	aofMu   sync.Mutex
+	aofRead bool
+	aof     bool
 }
 
 // ErrTooFewReplicas: fewer replicas than required confirmed an added entry
@@ -108,6 +129,9 @@ func (s *Stream) Keys() Keys { return s.keys }
 
 // Name is the stream's key.
 func (s *Stream) Name() string { return s.keys.Stream }
+
+// Ledger is the name the ledger records the stream's entries under.
+func (s *Stream) Ledger() string { return s.keys.Ledger }
 
 // EnsureGroup creates the stream and the consumer group when missing.
 func (s *Stream) EnsureGroup(ctx context.Context) error {
@@ -197,12 +221,24 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 		return xadd.Val(), nil
 	}
 	// WAIT counts the writes of its own connection: Watch without keys holds
-	// one connection for the add and the wait.
-	err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+	// one connection for the add and the wait. On a cluster that is a
+	// connection to the primary of the stream's slot: the node that takes
+	// the write.
+	node := redis.Cmdable(s.rdb)
+	watch := func(fn func(*redis.Tx) error) error { return s.rdb.Watch(ctx, fn) }
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		primary, err := cc.MasterForKey(ctx, s.keys.Stream)
+		if err != nil {
+			return "", fmt.Errorf("primary of %s: %w", s.keys.Stream, err)
+		}
+		node, watch = primary, func(fn func(*redis.Tx) error) error { return primary.Watch(ctx, fn) }
+	}
+	aof := s.waitAOF(ctx, node)
+	err := watch(func(tx *redis.Tx) error {
 		if err := add(tx); err != nil {
 			return err
 		}
-		n, err := tx.Wait(ctx, s.replicas, s.replicaTimeout).Result()
+		n, err := s.wait(ctx, tx, aof)
 		if err != nil {
 			return fmt.Errorf("wait for %d replicas of %s: %w", s.replicas, s.keys.Stream, err)
 		}
@@ -213,9 +249,89 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 		return nil
 	})
 	if err != nil {
+		if cc, ok := s.rdb.(*redis.ClusterClient); ok && isMoved(err) {
+			// The slot moved (a reshard, a failover): the next attempt asks
+			// the cluster where it lives now.
+			cc.ReloadState(ctx)
+		}
 		return "", err
 	}
 	return xadd.Val(), nil
+}
+
+// isMoved reports a cluster redirection: the slot is served elsewhere.
+func isMoved(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "MOVED ") || strings.Contains(s, "ASK ") || strings.Contains(s, "CLUSTERDOWN")
+}
+
+// wait waits for the required replicas on tx's connection: WAITAOF 0 N (the
+// replicas fsynced the entry to their AOF) on Redis 7.2 or newer when aof,
+// else WAIT N (the replicas hold it in memory).
+func (s *Stream) wait(ctx context.Context, tx *redis.Tx, aof bool) (int64, error) {
+	if !aof {
+		return tx.Wait(ctx, s.replicas, s.replicaTimeout).Result()
+	}
+	// go-redis extends the read deadline by the timeout, as for WAIT.
+	res, err := tx.WaitAOF(ctx, 0, s.replicas, s.replicaTimeout).Result()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("WAITAOF replied %v", res)
+	}
+	return res[1], nil
+}
+
+// waitAOF reports whether to wait with WAITAOF: on Redis 7.2 or newer whose
+// primary keeps an AOF. A replica counts in WAITAOF once it fsynced the entry
+// to its own AOF, so its replicas must keep one too. Read once per stream.
+func (s *Stream) waitAOF(ctx context.Context, node redis.Cmdable) bool {
+	s.aofMu.Lock()
+	defer s.aofMu.Unlock()
+	if !s.aofRead {
+		// A failed read is WAIT for this add, and read again for the next.
+		info, err := node.Info(ctx, "server", "persistence").Result()
+		if err != nil {
+			return false
+		}
+		s.aof, s.aofRead = WaitAOFSupported(info), true
+	}
+	return s.aof
+}
+
+// WaitAOFSupported reads INFO server and persistence: WAITAOF exists from
+// Redis 7.2 and counts replicas that fsynced their AOF.
+func WaitAOFSupported(info string) bool {
+	var version string
+	aof := false
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "redis_version":
+			version = v
+		case "aof_enabled":
+			aof = v == "1"
+		}
+	}
+	return aof && versionAtLeast(version, 7, 2)
+}
+
+// versionAtLeast compares a "major.minor.patch" version.
+func versionAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 // checkBounds refuses an entry of size bytes when the stream is over its
@@ -438,4 +554,30 @@ func (s *Stream) PruneConsumers(ctx context.Context, idle time.Duration) (int, e
 		n++
 	}
 	return n, nil
+}
+
+// ShardsKey names the registry of how many shards of each signal were ever
+// used under prefix: flush workers read every shard it names, so that shards
+// a smaller redis::shards no longer adds to are drained. A key, not a SCAN:
+// a SCAN sees one node of a cluster.
+func ShardsKey(prefix string) string { return "{" + prefix + ":shards}" }
+
+var registerShards = redis.NewScript(`
+local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+local n = tonumber(ARGV[1])
+if n > v then
+  redis.call('SET', KEYS[1], n)
+  return n
+end
+return v
+`)
+
+// RegisterShards records that n shards are in use under prefix and returns
+// the most ever used (n or more).
+func RegisterShards(ctx context.Context, rdb redis.UniversalClient, prefix string, n int) (int, error) {
+	v, err := registerShards.Run(ctx, rdb, []string{ShardsKey(prefix)}, n).Int()
+	if err != nil {
+		return 0, fmt.Errorf("register %d shards in %s: %w", n, ShardsKey(prefix), err)
+	}
+	return v, nil
 }

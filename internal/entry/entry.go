@@ -27,7 +27,14 @@ func readUvarint(r *[]byte) (uint64, bool) {
 // field: a batch as already encoded for COPY, so that a flush worker copies
 // an entry's rows into its batch (or streams them into COPY) instead of
 // decoding and encoding them again.
-const Format = "copy1"
+const Format = "copy2"
+
+// Formats are the formats this release reads: copy1 is the previous
+// release's (the same encoding, of a layout without the context dictionary,
+// which tables.ParseLayout reads), so that its entries still pending at an
+// upgrade are written as they are. A copy1 reader leaves a copy2 entry
+// pending for a replica of this release instead of quarantining it.
+var Formats = []string{"copy1", Format}
 
 // Rows is what an entry is made from and read into: a rows.Batch, one
 // binary COPY encoder per table of its layout.
@@ -80,6 +87,17 @@ const maxRatio = 1024
 // bytes: the reader's check, and the writer's.
 func ratioFits(size, clen uint64) bool { return size <= clen*maxRatio+64 }
 
+// recordOrder is the order Append writes tables in: the context dictionary
+// first (it is small, and the writer inserts it before it copies the rows
+// that reference it), then the signal tables. A reader takes any order.
+var recordOrder = func() []int {
+	o := []int{tables.IdxContexts}
+	for i := range tables.NumSignalTables {
+		o = append(o, i)
+	}
+	return o
+}()
+
 // Append appends b's rows as an entry of Format, each
 // table compressed with S2 when compress is set and it helps. S2 was picked
 // over LZ4 by measurement on encoded spans: about 4 times faster to compress
@@ -90,7 +108,7 @@ func Append(dst []byte, b Rows, compress bool) ([]byte, error) {
 	desc := lay.Descriptor()
 	dst = binary.AppendUvarint(dst, uint64(len(desc)))
 	dst = append(dst, desc...)
-	for i := range tables.NumTables {
+	for _, i := range recordOrder {
 		e := b.Encoder(i)
 		if err := e.Err(); err != nil {
 			return dst, err

@@ -146,8 +146,10 @@ func TestEntryRatioLimit(t *testing.T) {
 		requireReadsBack(t, b, ent, what)
 		records, err := entry.EntryTables(ent)
 		require.NoError(t, err, what)
-		require.Len(t, records, 1)
-		tb := records[0]
+		require.Len(t, records, 2, "the spans and their context")
+		require.Equal(t, tables.IdxContexts, records[0].Table, "the contexts come first")
+		tb := records[1]
+		require.Equal(t, tables.IdxSpans, tb.Table)
 		require.True(t, tb.Compressed, "%s: still compressed", what)
 		require.LessOrEqual(t, tb.Size, tb.Stored*entry.MaxRatio+64, what)
 	}

@@ -120,5 +120,5 @@ func entryBytes(e coord.Entry) int {
 // entries without a format, which are deleted (acknowledged) or damaged
 // (quarantined). Entries of another format are a newer release's.
 func readable(e coord.Entry) bool {
-	return e.Format == entry.Format || e.Format == ""
+	return slices.Contains(entry.Formats, e.Format) || e.Format == ""
 }

@@ -41,6 +41,7 @@ type fakeStream struct {
 }
 
 func (s *fakeStream) Name() string                                                 { return "{test:traces}:stream" }
+func (s *fakeStream) Ledger() string                                               { return "{test:traces}:stream" }
 func (s *fakeStream) Ensure(context.Context) error                                 { return nil }
 func (s *fakeStream) ReadOwnPending(context.Context, int64) ([]coord.Entry, error) { return nil, nil }
 
@@ -254,4 +255,16 @@ func TestFlushDeletedNewerAndFormatless(t *testing.T) {
 		acked = append(acked, e.ID)
 	}
 	assert.Equal(t, []string{"1-0", "3-0"}, acked, "the newer format's entry stays pending")
+}
+
+// TestPreviousFormatIsRead: entries of the previous release (copy1), still
+// pending at an upgrade, are read and written, never left or quarantined for
+// their format; a newer release's are left pending; an entry without a
+// format goes to the quarantine through the batch path.
+func TestPreviousFormatIsRead(t *testing.T) {
+	for f, want := range map[string]bool{"copy1": true, entry.Format: true, "": true, "copy9": false} {
+		if got := readable(coord.Entry{Format: f}); got != want {
+			t.Errorf("readable(%q) = %v, want %v", f, got, want)
+		}
+	}
 }

@@ -18,8 +18,11 @@ import (
 // Stream is one signal's stream as its consumer sees it. *coord.Stream
 // implements all but Ensure, which the exporter adds (it tracks epochs).
 type Stream interface {
-	// Name is the stream's key, for logs and the ledger.
+	// Name is the stream's key, for logs and the quarantine.
 	Name() string
+	// Ledger is the name the ledger records the entries under: the same for
+	// every shard of a signal.
+	Ledger() string
 	// Ensure creates the stream and the group when missing.
 	Ensure(ctx context.Context) error
 	ReadNew(ctx context.Context, count int64, block time.Duration) ([]coord.Entry, error)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -21,7 +24,7 @@ import (
 // reply, resent) are recognized: they are acknowledged, not written again.
 // Two requests with identical bytes have two keys: both are written.
 func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
-	key := f.stream.Name()
+	key := f.stream.Ledger()
 	all := make([]keyedEntry, 0, len(entries))
 	known := entries[:0:0]
 	for _, e := range entries {
@@ -29,7 +32,7 @@ func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
 			// Written by a newer release: left pending (not acknowledged) for
 			// a replica that reads it, which claims it after claim_after.
 			f.logger.Error("stream entry of an unknown format, written by a newer release; leaving it for a replica that can read it",
-				zap.String("stream", key), zap.String("entry", e.ID), zap.String("format", e.Format))
+				zap.String("stream", f.stream.Name()), zap.String("entry", e.ID), zap.String("format", e.Format))
 			continue
 		}
 		known = append(known, e)
@@ -59,6 +62,7 @@ func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
 			if err != nil {
 				return err
 			}
+			f.logCommitted(todo)
 		}
 		return f.stream.Ack(ctx, entries)
 	}
@@ -237,7 +241,7 @@ func (f *Worker) writeBatchGroup(ctx context.Context, key string, b *rows.Batch,
 			// A foreign or corrupted entry: retrying it could only wedge the
 			// stream. It goes to the quarantine with the batch, and its ledger
 			// key commits with it, so it is acked once its bytes are kept.
-			ledger.Quarantine = append(ledger.Quarantine, quarantined(key, e, err))
+			ledger.Quarantine = append(ledger.Quarantine, quarantined(f.stream.Name(), e, err))
 		}
 	}
 	wctx, cancel := f.writeContext()
@@ -269,4 +273,23 @@ func (f *Worker) reportQuarantined(ctx context.Context, q []pgwrite.Quarantined)
 			zap.Int("bytes", len(e.Payload)), zap.String("table", f.cfg.Quarantine),
 			zap.String("reason", e.Reason))
 	}
+}
+
+// logCommitted says at debug level how long each entry waited in Redis: from
+// its stream id's time (the XADD, just before the request's acknowledgement
+// or its replicas' confirmation) to now, its commit. The bench reads it.
+func (f *Worker) logCommitted(entries []keyedEntry) {
+	ce := f.logger.Check(zap.DebugLevel, "entries committed")
+	if ce == nil {
+		return
+	}
+	now := time.Now().UnixMilli()
+	ages := make([]int64, 0, len(entries))
+	for _, e := range entries {
+		ms, _, _ := strings.Cut(e.ID, "-")
+		if t, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			ages = append(ages, now-t)
+		}
+	}
+	ce.Write(zap.String("stream", f.stream.Name()), zap.Int64s("xadd_to_commit_ms", ages))
 }

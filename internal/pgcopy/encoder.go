@@ -273,6 +273,13 @@ func (e *Encoder) End(pos int) {
 // AppendBuf lets a caller append raw bytes of an open field.
 func (e *Encoder) AppendBuf(f func([]byte) []byte) { e.buf = f(e.buf) }
 
+// Fields appends n fields already encoded (each length-prefixed, as in a
+// row), counting them towards the row's fields.
+func (e *Encoder) Fields(b []byte, n int) {
+	e.buf = append(e.buf, b...)
+	e.got += n
+}
+
 // Raw appends bytes to an open field.
 func (e *Encoder) Raw(b []byte) { e.buf = append(e.buf, b...) }
 

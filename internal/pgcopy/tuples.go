@@ -127,6 +127,18 @@ func CheckTuples(tuples []byte, fields int) (int, error) {
 	return walkTuples(tuples, fields, nil)
 }
 
+// EachRow passes each row of tuples (rows of fields fields) to row, split
+// into its values (nil for NULL); the slice is reused between calls.
+func EachRow(tuples []byte, fields int, row func(values [][]byte)) error {
+	var vals [][]byte
+	_, err := walkTuples(tuples, fields, func(off int) {
+		size, _ := rowSize(tuples[off:], fields)
+		vals, _ = SplitRow(vals[:0], tuples[off:off+size])
+		row(vals)
+	})
+	return err
+}
+
 // walkTuples walks tuples row by row, passing each row's offset to row when
 // it is not nil.
 func walkTuples(tuples []byte, fields int, row func(off int)) (int, error) {

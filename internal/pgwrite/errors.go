@@ -61,7 +61,20 @@ const (
 	stateUndefinedColumn   = "42703"
 	stateInsufficientPriv  = "42501"
 	stateProgramLimit      = "54000"
+	stateInternalError     = "XX000"
+	// citusCopyRoutine is the Citus function that re-raises a worker's COPY
+	// error on the coordinator: with the worker's message and detail, but as
+	// XX000 and without its SQLSTATE, constraint or line.
+	citusCopyRoutine = "ReportCopyError"
 )
+
+// CitusForwarded reports whether err is a worker's COPY error that a Citus
+// coordinator re-raised (ReportCopyError): the worker refused a row, and
+// its SQLSTATE, constraint name and line are lost on the way.
+func CitusForwarded(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == stateInternalError && pgErr.Routine == citusCopyRoutine
+}
 
 // Classify decides whether err is retryable, caused by data, needs an
 // operator, or is permanent. Errors it does not recognize are retryable, so
@@ -79,16 +92,26 @@ func Classify(err error) Class {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		code := pgErr.Code
+		var step *schema.StepError
+		if errors.As(err, &step) && !retryableCode(code) {
+			// A migration or DDL statement the server refuses: only an
+			// operator can change that. The error names the statement.
+			return Config
+		}
 		switch {
 		case strings.HasPrefix(code, classDataException), strings.HasPrefix(code, classIntegrity),
 			code == stateProgramLimit:
 			return Data
+		case CitusForwarded(err):
+			// What a worker refused while the coordinator copied rows to it:
+			// isolation finds the rows (see isolate.go). A worker's refusal
+			// that is not about rows (a full disk) cannot be told apart here;
+			// isolation bounds what it costs, and keeps the rows.
+			return Data
 		case strings.HasPrefix(code, classAuth), code == stateInvalidCatalog, code == stateInvalidSchema,
 			code == stateUndefinedTable, code == stateUndefinedColumn, code == stateInsufficientPriv:
 			return Config
-		case strings.HasPrefix(code, classConnection), strings.HasPrefix(code, classResources),
-			strings.HasPrefix(code, classOperatorIntervene), code == stateSerialization,
-			code == stateDeadlock, code == stateLockNotAvailable:
+		case retryableCode(code):
 			return Retryable
 		default:
 			// An unexpected server error: retry, bounded by retry_on_failure.
@@ -96,6 +119,14 @@ func Classify(err error) Class {
 		}
 	}
 	return Retryable
+}
+
+// retryableCode: SQLSTATEs of a server that may accept the same statement
+// later.
+func retryableCode(code string) bool {
+	return strings.HasPrefix(code, classConnection) || strings.HasPrefix(code, classResources) ||
+		strings.HasPrefix(code, classOperatorIntervene) || code == stateSerialization ||
+		code == stateDeadlock || code == stateLockNotAvailable
 }
 
 // Outcome is a write's outcome as its telemetry's outcome attribute says it:
@@ -134,6 +165,10 @@ func Hint(err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return ""
+	}
+	var step *schema.StepError
+	if errors.As(err, &step) && Classify(err) == Config {
+		return "the server refused a schema step: fix what it names (or apply it by hand as the schema owner); the exporter retries meanwhile"
 	}
 	switch {
 	case strings.HasPrefix(pgErr.Code, classAuth):

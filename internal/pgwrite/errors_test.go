@@ -169,3 +169,52 @@ func TestClassifyOwnErrors(t *testing.T) {
 	}
 	require.Equal(t, "written", Outcome(nil))
 }
+
+// TestClassifyCitus: a Citus coordinator re-raises a worker's COPY refusal as
+// XX000 from ReportCopyError (the worker's message, no SQLSTATE, no line): a
+// data error. Any other XX000 stays retryable.
+func TestClassifyCitus(t *testing.T) {
+	forwarded := &pgconn.PgError{Code: "XX000", Routine: "ReportCopyError", File: "multi_copy.c",
+		Message: `new row for relation "spans_p20261201_0000_104063" violates check constraint "no_poison"`}
+	require.Equal(t, Data, Classify(fmt.Errorf("copy into spans: %w", forwarded)))
+	require.True(t, CitusForwarded(forwarded))
+	other := &pgconn.PgError{Code: "XX000", Routine: "elog_start", Message: "cache lookup failed"}
+	require.Equal(t, Retryable, Classify(other))
+	require.False(t, CitusForwarded(other))
+	_, ok := refusedRow(&pgconn.PgError{Code: "XX000", Routine: "ReportCopyError", Where: "COPY spans, line 500"}, "spans", span{0, 500})
+	require.False(t, ok, "a coordinator's line is where it was reading, not the refused row")
+}
+
+// TestClassifySchemaStep: a DDL statement the server refuses needs an
+// operator (the error names the statement); a lost connection during one is
+// retried.
+func TestClassifySchemaStep(t *testing.T) {
+	refused := &schema.StepError{Script: "apply migration 002_ai_spend.sql", N: 4, Statement: "CREATE INDEX ...",
+		Err: &pgconn.PgError{Code: "42601", Message: "cannot insert multiple commands into a prepared statement"}}
+	require.Equal(t, Config, Classify(refused))
+	require.NotEmpty(t, Hint(refused))
+	require.Contains(t, refused.Error(), "apply migration 002_ai_spend.sql: statement 4 (CREATE INDEX ...)")
+	lost := &schema.StepError{Script: "create indexes", Err: &pgconn.PgError{Code: "57P01", Message: "terminating connection"}}
+	require.Equal(t, Retryable, Classify(lost))
+}
+
+// TestLedgerConflict: the ledger's key conflict by SQLSTATE and constraint
+// family, on one node and on a Citus worker's shard (where the coordinator
+// forwards the message alone).
+func TestLedgerConflict(t *testing.T) {
+	for _, tc := range []struct {
+		err  *pgconn.PgError
+		want bool
+	}{
+		{&pgconn.PgError{Code: "23505", ConstraintName: "ledger_pkey"}, true},
+		{&pgconn.PgError{Code: "23505", ConstraintName: "ledger_pkey_104027"}, true},
+		{&pgconn.PgError{Code: "23505", Message: `duplicate key value violates unique constraint "ledger_pkey_104027"`}, true},
+		{&pgconn.PgError{Code: "23505", Message: `doppelter Schlüsselwert verletzt Unique-Constraint »ledger_pkey_7«`}, true},
+		{&pgconn.PgError{Code: "23505", Message: `duplicate key value violates unique constraint "xledger_pkey"`}, false},
+		{&pgconn.PgError{Code: "23505", ConstraintName: "ledger_pkey_x"}, false},
+		{&pgconn.PgError{Code: "23505", ConstraintName: "other_pkey_1"}, false},
+		{&pgconn.PgError{Code: "23514", ConstraintName: "ledger_pkey"}, false},
+	} {
+		require.Equal(t, tc.want, ledgerConflict(fmt.Errorf("insert: %w", tc.err)), "%+v", tc.err)
+	}
+}

@@ -8,12 +8,14 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
@@ -31,6 +33,21 @@ import (
 //     reading a stream at its first bad row.
 //   - Without a usable line (messages translated by lc_messages), the run is
 //     halved instead: at most about 2k·log2(n) COPYs.
+//   - On Citus the coordinator re-raises a worker's refusal without its line
+//     or SQLSTATE (CitusForwarded), and every COPY into a distributed table
+//     costs a round of the workers: halving took 25 s for 55 bad rows of
+//     500. So the rows are first checked against the table's constraints on
+//     the coordinator: copied, with line numbers, into a temporary table
+//     made LIKE it (INCLUDING CONSTRAINTS: its CHECKs and NOT NULLs), which
+//     is then rolled back. The rows it accepts go to the distributed table
+//     in one COPY; only when the workers still refuse some (a constraint or
+//     trigger on the shards alone) is that run halved on the distributed
+//     table.
+//
+// Isolation is bounded: by isolationBudget refused COPYs and by time (half
+// the write's deadline, at most maxIsolation). Rows not tried alone by then
+// go to the rejects table, bytes intact, marked ErrNotIsolated: a batch that
+// cannot be isolated in time is kept there, never retried forever.
 //
 // Savepoint statements travel in the same simple-query message as the COPY
 // that follows them, so they add no round trip. The refused rows are copied
@@ -51,11 +68,19 @@ var RejectsColumns = []string{"signal", "table_name", "sqlstate", "error", "deta
 // rows not yet tried alone go to the rejects table with ErrNotIsolated.
 const isolationBudget = 1000
 
+// maxIsolation bounds the time one isolation may take when the write's
+// context allows more (see isolate).
+const maxIsolation = 10 * time.Second
+
 // maxDetail bounds the detail kept with a reject: for a CHECK violation it
 // holds the whole row, which the row_json column has already.
 const maxDetail = 1024
 
 const savepoint = "postgrescopy_isolate"
+
+// checkSavepoint holds a constraint check's temporary table until it is
+// rolled back.
+const checkSavepoint = "postgrescopy_check"
 
 // useLineNumbers lets tests take the halving path that translated server
 // messages force.
@@ -66,11 +91,14 @@ var useLineNumbers = true
 var ErrNotIsolated = errors.New("not isolated")
 
 // notIsolated is the reason stored for a row given up on.
-type notIsolated struct{ last error }
+type notIsolated struct {
+	budget string // what ran out
+	last   error
+}
 
 func (e *notIsolated) Error() string {
-	return fmt.Sprintf("%v: the batch reached %d refused COPYs and this row was not tried alone; the last refusal: %v",
-		ErrNotIsolated, isolationBudget, e.last)
+	return fmt.Sprintf("%v: the batch reached %s and this row was not tried alone; the last refusal: %v",
+		ErrNotIsolated, e.budget, e.last)
 }
 
 func (e *notIsolated) Is(target error) bool { return target == ErrNotIsolated }
@@ -81,6 +109,7 @@ func (e *notIsolated) Unwrap() error { return e.last }
 type IsolationStats struct {
 	Copies  int // COPY statements sent in the isolating transaction
 	Refused int // of which PostgreSQL refused
+	Checked int // of which into a constraint check's temporary table
 	Rejects int
 }
 
@@ -108,6 +137,13 @@ type isolator struct {
 	last  error // the last refusal, for rows given up on
 	state spState
 	stats IsolationStats
+	// citus: refusals come from Citus workers, without lines: check the
+	// rows against the constraints on the coordinator first.
+	citus    bool
+	deadline time.Time
+	// passed holds, by table, the runs its check accepted, once checked.
+	passed  [tables.NumTables][]span
+	checked [tables.NumTables]bool
 }
 
 // isolate writes b again after the fast path failed with the data error
@@ -115,29 +151,60 @@ type isolator struct {
 func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first error) ([]TableResult, error) {
 	var out []TableResult
 	var stats IsolationStats
+	var ids [][16]byte
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		b.ClearRejects()
+		s := isolator{w: w, b: b, pc: tx.Conn().PgConn(), first: first, citus: CitusForwarded(first),
+			deadline: isolationDeadline(ctx)}
+		for i := range w.copySQL {
+			if _, err := b.Data(i); err != nil {
+				return err
+			}
+		}
+		if s.citus {
+			// Before the ledger's insert: the transaction has touched no
+			// worker yet, so Citus keeps the check's many savepoints on the
+			// coordinator instead of sending each to every worker.
+			for i := range w.copySQL {
+				if b.Rows(i) == 0 || i == tables.IdxContexts {
+					continue
+				}
+				passed, err := s.check(ctx, i, []span{{0, b.Rows(i)}})
+				if err != nil {
+					return err
+				}
+				s.passed[i], s.checked[i] = passed, true
+			}
+		}
 		if l != nil {
 			if err := w.insertLedger(ctx, tx, l); err != nil {
 				return err
 			}
 		}
-		s := isolator{w: w, b: b, pc: tx.Conn().PgConn(), first: first}
-		for i := range w.copySQL {
-			if _, err := b.Data(i); err != nil {
-				return err
-			}
+		for _, i := range tableOrder {
 			if b.Rows(i) == 0 {
 				continue
 			}
-			before := len(b.Rejects())
+			if i == tables.IdxContexts {
+				// Before any savepoint: the rows that follow need them.
+				var err error
+				if ids, _, err = w.insertContexts(ctx, s.pc, pgcopy.NewReader(b.Tuples(i, 0, b.Rows(i)))); err != nil {
+					return err
+				}
+				continue
+			}
 			written, n, err := s.table(ctx, i)
 			if err != nil {
 				return err
 			}
-			out = append(out, TableResult{Table: w.names[i], Rows: written, Bytes: n,
-				Rejected: len(b.Rejects()) - before})
+			rejected := 0
+			for _, r := range b.Rejects() {
+				if r.Table == i {
+					rejected++
+				}
+			}
+			out = append(out, TableResult{Table: w.names[i], Rows: written, Bytes: n, Rejected: rejected})
 		}
 		err := s.writeRejects(ctx)
 		stats = s.stats
@@ -147,47 +214,114 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 		b.ClearRejects()
 		return nil, err
 	}
+	w.known.add(ids)
 	if w.onIsolate != nil {
 		w.onIsolate(stats)
 	}
 	return out, nil
 }
 
+// isolationDeadline is when isolation stops trying rows alone: half the
+// write's remaining time (the rest commits the good rows and the rejects),
+// at most maxIsolation.
+func isolationDeadline(ctx context.Context) time.Time {
+	limit := maxIsolation
+	if d, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(d)/2)
+	}
+	return time.Now().Add(limit)
+}
+
 // table writes every row of table i that PostgreSQL accepts and records the
 // others as rejects.
 func (s *isolator) table(ctx context.Context, i int) (written, size int, err error) {
 	name := s.w.names[i]
+	store := s.w.stores[i] // what PostgreSQL's error context names
 	todo := []span{{0, s.b.Rows(i)}}
-	if r, ok := refusedRow(s.first, name, todo[0]); ok {
+	if r, ok := refusedRow(s.first, store, todo[0]); ok {
 		// The fast path already found this one.
 		s.reject(i, r, s.first)
 		todo = []span{{r + 1, todo[0].hi}, {0, r}}
 	}
+	if s.citus {
+		passed := s.passed[i]
+		if !s.checked[i] {
+			// Citus showed itself on an earlier table of this batch.
+			var err error
+			if passed, err = s.check(ctx, i, todo); err != nil {
+				return 0, 0, err
+			}
+		}
+		tuples := make([][]byte, 0, len(passed))
+		n := 0
+		for _, sp := range passed {
+			tuples = append(tuples, s.b.Tuples(i, sp.lo, sp.hi))
+			n += sp.hi - sp.lo
+		}
+		if n == 0 {
+			return 0, 0, nil
+		}
+		err = s.copy(ctx, s.w.copySQL[i], pgcopy.NewReader(tuples...))
+		if err == nil {
+			for _, t := range tuples {
+				size += len(t)
+			}
+			return n, size + framing, nil
+		}
+		if Classify(err) != Data {
+			return 0, 0, fmt.Errorf("copy into %s: %w", name, err)
+		}
+		// The workers refuse what the coordinator's check accepted: halve.
+		s.stats.Refused++
+		s.last = err
+		todo = passed
+	}
+	accepted, err := s.narrow(ctx, i, s.w.copySQL[i], todo)
+	if err != nil {
+		return 0, 0, fmt.Errorf("copy into %s: %w", name, err)
+	}
+	for _, sp := range accepted {
+		written += sp.hi - sp.lo
+		size += len(s.b.Tuples(i, sp.lo, sp.hi))
+	}
+	if written > 0 {
+		size += framing
+	}
+	return written, size, nil
+}
+
+// narrow copies the runs of todo with sql, each behind the savepoint, and
+// splits every refused run until its refused rows are found and rejected;
+// it returns the runs accepted.
+func (s *isolator) narrow(ctx context.Context, i int, sql string, todo []span) ([]span, error) {
+	store := s.w.stores[i] // what PostgreSQL's error context names
+	var accepted []span
 	for len(todo) > 0 {
 		sp := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
 		if sp.lo >= sp.hi {
 			continue
 		}
-		if s.stats.Refused >= isolationBudget {
+		if budget := s.spent(); budget != "" {
 			for r := sp.lo; r < sp.hi; r++ {
-				s.reject(i, r, &notIsolated{last: s.last})
+				s.reject(i, r, &notIsolated{budget: budget, last: s.last})
 			}
 			continue
 		}
-		tuples := s.b.Tuples(i, sp.lo, sp.hi)
-		err := s.copy(ctx, s.w.copySQL[i], pgcopy.NewReader(tuples))
+		err := s.copy(ctx, sql, pgcopy.NewReader(s.b.Tuples(i, sp.lo, sp.hi)))
 		if err == nil {
-			written += sp.hi - sp.lo
-			size += len(tuples)
+			accepted = append(accepted, sp)
 			continue
 		}
 		if Classify(err) != Data {
-			return 0, 0, fmt.Errorf("copy into %s: %w", name, err)
+			return nil, err
 		}
 		s.stats.Refused++
 		s.last = err
-		if r, ok := refusedRow(err, name, sp); ok {
+		if CitusForwarded(err) {
+			s.citus = true
+		}
+		if r, ok := refusedRow(err, store, sp); ok {
 			s.reject(i, r, err)
 			todo = append(todo, span{r + 1, sp.hi}, span{sp.lo, r})
 			continue
@@ -199,10 +333,62 @@ func (s *isolator) table(ctx context.Context, i int) (written, size int, err err
 		mid := (sp.lo + sp.hi) / 2
 		todo = append(todo, span{mid, sp.hi}, span{sp.lo, mid})
 	}
-	if written > 0 {
-		size += 21 // one stream's header and trailer
+	return accepted, nil
+}
+
+// spent says which bound isolation has reached, "" while it has not.
+func (s *isolator) spent() string {
+	switch {
+	case s.stats.Refused >= isolationBudget:
+		return fmt.Sprintf("%d refused COPYs", isolationBudget)
+	case time.Now().After(s.deadline):
+		return "its isolation time"
 	}
-	return written, size, nil
+	return ""
+}
+
+// check finds, among the runs of todo, the rows that table i's constraints
+// refuse, without the distributed table: they are copied into a temporary
+// table LIKE it, with its CHECK and NOT NULL constraints, whose refusals
+// carry their line, and which is rolled back. It rejects those rows and
+// returns the runs it accepted.
+func (s *isolator) check(ctx context.Context, i int, todo []span) ([]span, error) {
+	t := s.w.layout.Table(i)
+	tmp := pgx.Identifier{"pg_temp", t.Store}.Sanitize()
+	var prefix string
+	outer := spNone
+	switch s.state {
+	case spFailed:
+		prefix = "ROLLBACK TO SAVEPOINT " + savepoint + "; "
+		outer = spClean
+	case spClean:
+		outer = spClean
+	}
+	// The same name as the table, so that refusals read as they would on
+	// one node ("new row for relation "spans_rows" violates ...", "COPY
+	// spans_rows, line 3").
+	// Its distribution column is NOT NULL too: Citus refuses a NULL there.
+	table := schema.Qualified(s.w.schema, t.Store)
+	if _, err := s.pc.Exec(ctx, prefix+"SAVEPOINT "+checkSavepoint+"; CREATE TEMPORARY TABLE "+tmp+
+		" (LIKE "+table+" INCLUDING DEFAULTS INCLUDING CONSTRAINTS); "+
+		"DO $pgc$ DECLARE c text; BEGIN "+
+		"SELECT column_to_column_name(logicalrelid, partkey) INTO c FROM pg_dist_partition WHERE logicalrelid = '"+table+"'::regclass; "+
+		"IF c IS NOT NULL THEN EXECUTE format('ALTER TABLE "+tmp+" ALTER COLUMN %I SET NOT NULL', c); END IF; "+
+		"END $pgc$").ReadAll(); err != nil {
+		return nil, fmt.Errorf("check rows of %s: %w", t.Name, err)
+	}
+	s.state = spNone
+	before := s.stats.Copies
+	passed, err := s.narrow(ctx, i, CopySQL("pg_temp", *t), todo)
+	s.stats.Checked += s.stats.Copies - before
+	if err != nil {
+		return nil, fmt.Errorf("check rows of %s: %w", t.Name, err)
+	}
+	if _, err := s.pc.Exec(ctx, "ROLLBACK TO SAVEPOINT "+checkSavepoint+"; RELEASE SAVEPOINT "+checkSavepoint).ReadAll(); err != nil {
+		return nil, fmt.Errorf("check rows of %s: %w", t.Name, err)
+	}
+	s.state = outer
+	return passed, nil
 }
 
 func (s *isolator) reject(i, r int, err error) {
@@ -308,7 +494,9 @@ func describe(err error) (code, msg, detail string) {
 // range, and the caller halves the run instead.
 func refusedRow(err error, table string, sp span) (int, bool) {
 	var pgErr *pgconn.PgError
-	if !useLineNumbers || !errors.As(err, &pgErr) {
+	if !useLineNumbers || !errors.As(err, &pgErr) || CitusForwarded(err) {
+		// A Citus coordinator's context names the line it was reading when
+		// a worker's refusal came back, not the refused row.
 		return 0, false
 	}
 	prefix := "COPY " + table + ", line "

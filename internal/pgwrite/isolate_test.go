@@ -35,7 +35,7 @@ func poisonSchema(t *testing.T, pool *pgxpool.Pool) string {
 	conn.Release()
 	require.NoError(t, err)
 	for table, col := range map[string]string{"spans": "span_name", "logs": "event_name", "metrics_histogram": "metric_name"} {
-		_, err := pool.Exec(ctx, "ALTER TABLE "+pgx.Identifier{name, table}.Sanitize()+
+		_, err := pool.Exec(ctx, "ALTER TABLE "+pgx.Identifier{name, tables.StoreName(table)}.Sanitize()+
 			" ADD CONSTRAINT no_poison CHECK ("+col+" IS DISTINCT FROM 'poison')")
 		require.NoError(t, err)
 	}
@@ -239,10 +239,11 @@ func TestRejectsReplay(t *testing.T) {
 
 	for _, table := range []string{"spans", "logs", "metrics_histogram"} {
 		for _, s := range []string{name, direct} {
-			_, err := pool.Exec(ctx, "ALTER TABLE "+pgx.Identifier{s, table}.Sanitize()+" DROP CONSTRAINT no_poison")
+			_, err := pool.Exec(ctx, "ALTER TABLE "+pgx.Identifier{s, tables.StoreName(table)}.Sanitize()+" DROP CONSTRAINT no_poison")
 			require.NoError(t, err)
 		}
-		q := pgx.Identifier{name, table}.Sanitize()
+		// Into the stored table: the view of it joins the contexts.
+		q := pgx.Identifier{name, tables.StoreName(table)}.Sanitize()
 		_, err = pool.Exec(ctx, "INSERT INTO "+q+" SELECT (jsonb_populate_record(NULL::"+q+", row_json)).* FROM "+
 			pgx.Identifier{name, "rejects"}.Sanitize()+" WHERE table_name = $1", table)
 		require.NoError(t, err)
@@ -349,7 +350,7 @@ BEGIN
   IF NEW.span_name = 'conflict' THEN RAISE EXCEPTION 'simulated' USING ERRCODE = '40001'; END IF;
   RETURN NEW;
 END $$;
-CREATE TRIGGER conflict BEFORE INSERT ON `+s+`.spans FOR EACH ROW EXECUTE FUNCTION `+s+`.conflict()`)
+CREATE TRIGGER conflict BEFORE INSERT ON `+s+`.spans_rows FOR EACH ROW EXECUTE FUNCTION `+s+`.conflict()`)
 	require.NoError(t, err)
 
 	td := spans(10, 2)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,8 +39,7 @@ const (
 // or rolls back.
 func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
 	_, err := tx.Exec(ctx, "INSERT INTO "+w.ledgerTable+" (stream, entry_id) SELECT $1, unnest($2::text[])", l.Stream, l.IDs)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == stateUniqueViolation && pgErr.ConstraintName == ledgerPrimaryKey {
+	if ledgerConflict(err) {
 		return ErrAlreadyCommitted
 	}
 	if err != nil {
@@ -47,6 +47,28 @@ func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
 	}
 	return w.insertQuarantine(ctx, tx, l)
 }
+
+// ledgerConflict reports whether err is a unique violation of the ledger's
+// primary key: by SQLSTATE and constraint family, which on Citus names the
+// shard (ledger_pkey_104027) and arrives without the constraint field (the
+// coordinator re-raises the worker's message alone), so the name is read
+// from the message then, whatever its language quotes it with.
+func ledgerConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != stateUniqueViolation {
+		return false
+	}
+	if pgErr.ConstraintName != "" {
+		return ledgerKeyRe.MatchString(pgErr.ConstraintName)
+	}
+	return ledgerKeyInRe.MatchString(pgErr.Message)
+}
+
+// The ledger's primary key, and on a Citus worker its shards' copies.
+var (
+	ledgerKeyRe   = regexp.MustCompile(`^` + ledgerPrimaryKey + `(_[0-9]+)?$`)
+	ledgerKeyInRe = regexp.MustCompile(`(^|[^A-Za-z0-9_])` + ledgerPrimaryKey + `(_[0-9]+)?([^A-Za-z0-9_]|$)`)
+)
 
 // Committed returns which of ids the ledger holds for stream.
 func (w *Writer) Committed(ctx context.Context, stream string, ids []string) (map[string]bool, error) {

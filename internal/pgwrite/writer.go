@@ -32,7 +32,10 @@ type Writer struct {
 	pool            *pgxpool.Pool
 	layout          *tables.Layout
 	copySQL         [len(tables.Tables)]string
-	names           [len(tables.Tables)]string
+	names           [len(tables.Tables)]string // as queries read them (spans)
+	stores          [len(tables.Tables)]string // as rows are copied into them (spans_rows)
+	schema          string
+	known           *knownContexts
 	ledgerTable     string
 	quarantineTable string
 	rejectsSQL      string
@@ -48,11 +51,11 @@ func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
 // NewLayoutWriter prepares the COPY statements of layout's tables for
 // schemaName; it writes only batches of that layout.
 func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *tables.Layout) *Writer {
-	w := &Writer{pool: pool, layout: layout, ledgerTable: schema.Qualified(schemaName, "ledger"),
+	w := &Writer{pool: pool, layout: layout, schema: schemaName, known: &knownContexts{}, ledgerTable: schema.Qualified(schemaName, "ledger"),
 		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName)}
 	for i := range tables.Tables {
 		t := layout.Table(i)
-		w.names[i] = t.Name
+		w.names[i], w.stores[i] = t.Name, t.Store
 		w.copySQL[i] = CopySQL(schemaName, *t)
 	}
 	return w
@@ -62,13 +65,22 @@ func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *tables.Layou
 // would refuse every row, and isolation would reject them all.
 var errLayout = errors.New("pgwrite: the batch's layout is not the writer's")
 
-// CopySQL is the COPY statement for table t in schemaName, quoted throughout.
+// ShareContexts makes w remember committed contexts with other, so that the
+// writers of one process (one per column layout met) insert each once.
+func (w *Writer) ShareContexts(other *Writer) { w.known = other.known }
+
+// CopySQL is the COPY statement for table t in schemaName (into t.Store,
+// t.Name when it has none), quoted throughout.
 func CopySQL(schemaName string, t tables.Table) string {
 	quoted := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		quoted[i] = pgx.Identifier{c}.Sanitize()
 	}
-	return "COPY " + schema.Qualified(schemaName, t.Name) + " (" + strings.Join(quoted, ", ") +
+	name := t.Store
+	if name == "" {
+		name = t.Name
+	}
+	return "COPY " + schema.Qualified(schemaName, name) + " (" + strings.Join(quoted, ", ") +
 		") FROM STDIN WITH (FORMAT binary)"
 }
 
@@ -113,6 +125,17 @@ func (w *Writer) WriteEntries(ctx context.Context, s *entry.Entries, l *Ledger) 
 	})
 }
 
+// tableOrder is the order a batch's tables are written in: the dictionary
+// first, so that its statement runs before any COPY of the isolation path
+// can leave the transaction aborted back to a savepoint.
+var tableOrder = func() []int {
+	o := []int{tables.IdxContexts}
+	for i := range tables.NumSignalTables {
+		o = append(o, i)
+	}
+	return o
+}()
+
 // framing is a COPY stream's bytes around its tuples.
 var framing = len(pgcopy.Header()) + len(pgcopy.Trailer())
 
@@ -120,6 +143,7 @@ var framing = len(pgcopy.Header()) + len(pgcopy.Trailer())
 // per table that table returns a reader for (nil: no rows).
 func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io.Reader, rows, size int, err error)) ([]TableResult, error) {
 	var out []TableResult
+	var ids [][16]byte
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		if l != nil {
@@ -128,12 +152,19 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 			}
 		}
 		pc := tx.Conn().PgConn()
-		for i := range w.copySQL {
+		for _, i := range tableOrder {
 			r, n, size, err := table(i)
 			if err != nil {
 				return err
 			}
 			if n == 0 {
+				continue
+			}
+			if i == tables.IdxContexts {
+				// Not a TableResult: the results count the signal rows.
+				if ids, _, err = w.insertContexts(ctx, pc, r); err != nil {
+					return err
+				}
 				continue
 			}
 			if _, err := pc.CopyFrom(ctx, r, w.copySQL[i]); err != nil {
@@ -151,5 +182,6 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 	if err != nil {
 		return nil, err
 	}
+	w.known.add(ids)
 	return out, nil
 }

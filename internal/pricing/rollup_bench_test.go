@@ -60,12 +60,12 @@ func BenchmarkAISpend30Days(b *testing.B) {
 		`DO $$ DECLARE d timestamptz; BEGIN
   FOR i IN -31..1 LOOP
     d := date_trunc('day', now(), 'UTC') + i * interval '1 day';
-    EXECUTE format('CREATE TABLE IF NOT EXISTS S.%I PARTITION OF S.spans FOR VALUES FROM (%L) TO (%L)',
+    EXECUTE format('CREATE TABLE IF NOT EXISTS S.%I PARTITION OF S.spans_rows FOR VALUES FROM (%L) TO (%L)',
                    'spans_p' || to_char(d AT TIME ZONE 'UTC', 'YYYYMMDD'), d, d + interval '1 day');
   END LOOP; END $$`,
 		`INSERT INTO S.model_prices (provider, model, input_per_mtok, output_per_mtok, cache_read_per_mtok)
 SELECT 'openai', 'model-' || m, 1 + m, 4 + 2 * m, 0.5 FROM generate_series(0, 6) m`,
-		`INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind, status_code,
+		`INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind, status_code,
   span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count, resource_attributes,
   scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count, service_name, trace_id, span_id,
   gen_ai_provider_name, gen_ai_operation_name, gen_ai_request_model, gen_ai_response_model, gen_ai_input_tokens,

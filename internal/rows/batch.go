@@ -1,9 +1,12 @@
 package rows
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"math"
 	"strconv"
 
+	"github.com/cespare/xxhash/v2"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/postgrescopy/postgrescopy/internal/jsonb"
@@ -18,14 +21,18 @@ type Batch struct {
 	ctx context
 	lim Limits
 	lay *tables.Layout // nil: tables.DefaultLayout()
-	// nilTraceIDs writes an absent trace id as the nil uuid, not NULL: Citus
-	// refuses NULL in the distribution column.
-	nilTraceIDs bool
+	// key hashes what a row's shard key is derived from (shardkey.go).
+	key xxhash.Digest
+	// The bytes of a metric row, from the row's start, that name its series.
+	seriesFrom, seriesTo int
 
 	// Promoted values of the current row, and the keys dropped from its
 	// attributes' JSONB.
 	vals []promoVal
 	skip []string
+
+	// seen holds the contexts whose dictionary row the batch holds.
+	seen map[[16]byte]struct{}
 
 	rejects []Reject
 	// Scratch space for shrinking a row over lim.MaxRow.
@@ -57,6 +64,7 @@ func (b *Batch) SetLimits(l Limits) {
 		b.enc[i].SetMaxValue(l.MaxValue)
 	}
 	b.ctx.json = jsonb.Encoder{MaxValue: l.MaxValue}
+	b.ctx.fields.SetMaxValue(l.MaxValue)
 }
 
 // SetLayout makes the batch encode rows of l (nil: DefaultLayout); set it
@@ -77,24 +85,16 @@ func (b *Batch) layout() *tables.Layout {
 	return b.lay
 }
 
-// SetNilTraceIDs makes an absent trace id the nil uuid instead of NULL
-// (distribution: citus); Reset keeps it.
-func (b *Batch) SetNilTraceIDs(on bool) { b.nilTraceIDs = on }
-
-// traceID writes a trace id column.
-func (b *Batch) traceID(e *pgcopy.Encoder, id [16]byte) {
-	if b.nilTraceIDs {
-		e.UUIDValue(id)
-	} else {
-		e.UUID(id)
-	}
-}
+// traceID writes a trace id column: NULL when absent, on Citus too (the
+// shard key, not the trace id, is the distribution column).
+func (b *Batch) traceID(e *pgcopy.Encoder, id [16]byte) { e.UUID(id) }
 
 // Reset empties the batch and keeps its buffers and limits.
 func (b *Batch) Reset() {
 	for i := range b.enc {
 		b.enc[i].Reset()
 	}
+	clear(b.seen)
 	b.rejects = b.rejects[:0]
 }
 
@@ -185,6 +185,13 @@ type context struct {
 	resSkipKeys []string
 	resSkipMask uint64
 	resSkipOK   bool
+
+	// fields encodes a row's context; id is the context_id of idFields,
+	// the context met last.
+	fields   pgcopy.Encoder
+	idFields []byte
+	id       [16]byte
+	idOK     bool
 }
 
 func (c *context) setResource(r pcommon.Resource, schemaURL string) {
@@ -204,19 +211,52 @@ func (c *context) setScope(s pcommon.InstrumentationScope, schemaURL string) {
 	c.scopeJSON = c.json.AppendMap(c.scopeJSON[:0], s.Attributes())
 }
 
-// writeTail writes contextColumns.
-func (c *context) writeTail(e *pgcopy.Encoder) { c.writeTailRes(e, c.resJSON) }
-
-// writeTailRes writes contextColumns with resJSON as the resource's attributes.
-func (c *context) writeTailRes(e *pgcopy.Encoder, resJSON []byte) {
-	e.TextOrNull(c.scope.Name())
-	e.TextOrNull(c.scope.Version())
-	e.JSONB(resJSON)
-	e.JSONB(c.scopeJSON)
-	e.Int32(int32(c.resource.DroppedAttributesCount()))
-	e.Int32(int32(c.scope.DroppedAttributesCount()))
-	e.TextOrNull(c.resSchema)
-	e.TextOrNull(c.scopeSchema)
+// writeContext writes a row's context_id, with resJSON as its resource's
+// attributes (without the keys promoted columns removed), and the first time
+// the batch meets that context, its row of the dictionary (tables.IdxContexts).
+//
+// The id is the first 128 bits of the SHA-256 of the context's eight fields
+// as encoded for COPY: the same resource and scope give the same id in every
+// batch and on every replica, so the writer inserts a context it has not
+// seen committed and the dictionary keeps one row of it.
+func (b *Batch) writeContext(e *pgcopy.Encoder, resJSON []byte) {
+	c := &b.ctx
+	f := &c.fields
+	f.Reset()
+	f.BeginRow(len(tables.ContextColumns))
+	f.TextOrNull(c.scope.Name())
+	f.TextOrNull(c.scope.Version())
+	f.JSONB(resJSON)
+	f.JSONB(c.scopeJSON)
+	f.Int32(int32(c.resource.DroppedAttributesCount()))
+	f.Int32(int32(c.scope.DroppedAttributesCount()))
+	f.TextOrNull(c.resSchema)
+	f.TextOrNull(c.scopeSchema)
+	fields := f.LastRow()[2:] // after the field count
+	if !c.idOK || !bytes.Equal(fields, c.idFields) {
+		sum := sha256.Sum256(fields)
+		copy(c.id[:], sum[:16])
+		c.idFields = append(c.idFields[:0], fields...)
+		c.idOK = true
+	}
+	e.UUIDValue(c.id)
+	if _, ok := b.seen[c.id]; ok {
+		return
+	}
+	if b.seen == nil {
+		b.seen = map[[16]byte]struct{}{}
+	}
+	b.seen[c.id] = struct{}{}
+	d := &b.enc[tables.IdxContexts]
+	d.BeginRow(1 + len(tables.ContextColumns))
+	d.UUIDValue(c.id)
+	d.Fields(fields, len(tables.ContextColumns))
+	if b.lim.MaxRow > 0 && len(d.LastRow()) > b.lim.MaxRow {
+		// The row limit holds for a context as for the rows it once was
+		// part of; its id stays that of the whole context. A cut keeps
+		// members in jsonb's order here (the context is encoded once).
+		b.shrinkRow(tables.IdxContexts)
+	}
 }
 
 // timestamp writes a nanosecond time as timestamptz plus its sub-microsecond rest.

@@ -48,6 +48,7 @@ func (b *Batch) writeLog(l plog.LogRecord) {
 	e.TextOrNull(l.EventName())
 	c.jsonMapSkip(e, l.Attributes(), b.skip)
 	e.Int32(int32(l.DroppedAttributesCount()))
-	c.writeTailRes(e, resJSON)
+	b.writeContext(e, resJSON)
 	b.writePromoted(e, promo)
+	b.writeShardKey(e, tables.IdxLogs, l.TraceID())
 }

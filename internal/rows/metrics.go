@@ -32,7 +32,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 			b.addRow(tables.IdxGauge, func() {
 				e := b.metricHead(tables.IdxGauge, m, dp.Timestamp(), dp.StartTimestamp(), dp.Attributes(), dp.Exemplars(), uint32(dp.Flags()))
 				numberValue(e, dp)
-				b.ctx.writeTail(e)
+				b.metricTail(e, tables.IdxGauge)
 			})
 		}
 	case pmetric.MetricTypeSum:
@@ -43,7 +43,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				numberValue(e, dp)
 				e.Bool(sum.IsMonotonic())
 				enumText(e, sum.AggregationTemporality().String(), int32(sum.AggregationTemporality()))
-				b.ctx.writeTail(e)
+				b.metricTail(e, tables.IdxSum)
 			})
 		}
 	case pmetric.MetricTypeHistogram:
@@ -59,7 +59,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				e.Int64Array(bc.Len(), func(i int) int64 { return int64(bc.At(i)) })
 				e.Float64Array(eb.Len(), eb.At)
 				enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
-				b.ctx.writeTail(e)
+				b.metricTail(e, tables.IdxHistogram)
 			})
 		}
 	case pmetric.MetricTypeExponentialHistogram:
@@ -81,7 +81,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				e.Int32(neg.Offset())
 				e.Int64Array(nc.Len(), func(i int) int64 { return int64(nc.At(i)) })
 				enumText(e, h.AggregationTemporality().String(), int32(h.AggregationTemporality()))
-				b.ctx.writeTail(e)
+				b.metricTail(e, tables.IdxExpHistogram)
 			})
 		}
 	case pmetric.MetricTypeSummary:
@@ -93,7 +93,7 @@ func (b *Batch) addMetric(m pmetric.Metric) {
 				qv := dp.QuantileValues()
 				e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Quantile() })
 				e.Float64Array(qv.Len(), func(i int) float64 { return qv.At(i).Value() })
-				b.ctx.writeTail(e)
+				b.metricTail(e, tables.IdxSummary)
 			})
 		}
 	}
@@ -104,15 +104,24 @@ func (b *Batch) metricHead(idx int, m pmetric.Metric, ts, start pcommon.Timestam
 	e := b.begin(idx)
 	timestamp(e, ts)
 	optionalTimestamp(e, start)
+	b.seriesFrom = len(e.LastRow())
 	e.TextOrNull(b.ctx.service)
 	e.Text(m.Name())
 	e.TextOrNull(m.Description())
 	e.TextOrNull(m.Unit())
 	b.ctx.jsonMap(e, m.Metadata())
 	b.ctx.jsonMap(e, attrs)
+	b.seriesTo = len(e.LastRow())
 	b.ctx.exemplars(e, ex)
 	e.Int32(int32(flags))
 	return e
+}
+
+// metricTail ends a row of metric table i: contextColumns, then its shard
+// key.
+func (b *Batch) metricTail(e *pgcopy.Encoder, i int) {
+	b.writeContext(e, b.ctx.resJSON)
+	b.writeSeriesKey(e, i)
 }
 
 func numberValue(e *pgcopy.Encoder, dp pmetric.NumberDataPoint) {

@@ -58,7 +58,34 @@ func TestShrunkRowKeepsMapOrder(t *testing.T) {
 		require.NotEqual(t, un, or, "row %d within the limit has its keys in jsonb order", i)
 		require.Equal(t, len(un), len(or))
 		require.Contains(t, or, `{"a0":"v","test.id":`)
-		require.Contains(t, or, `{"host":"h","service.name":"svc"}`, "the resource's keys too, also after a shrunk row")
-		require.Contains(t, or, `{"k":"s","scope.key":"s"}`, "and the scope's")
 	}
+	// The context of the rows within the limit (the shrunk one has its own,
+	// in its keys' own order).
+	ctx := string(ordered.enc[tables.IdxContexts].Tuples(0, 1))
+	require.Contains(t, ctx, `{"host":"h","service.name":"svc"}`, "the resource's keys too, also after a shrunk row")
+	require.Contains(t, ctx, `{"k":"s","scope.key":"s"}`, "and the scope's")
+}
+
+// TestContextRowWithinRowLimit: a context over the row limit (a resource
+// with a huge attribute) is shrunk like a row, and every row of its
+// resource references the same context.
+func TestContextRowWithinRowLimit(t *testing.T) {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "svc")
+	rs.Resource().Attributes().PutStr("huge", strings.Repeat("r", 20000))
+	ss := rs.ScopeSpans().AppendEmpty()
+	for range 3 {
+		ss.Spans().AppendEmpty().SetName("op")
+	}
+	lim := Limits{MaxValue: 64 << 10, MaxRow: 4096}
+	var b Batch
+	b.SetLimits(lim)
+	b.AddTraces(td)
+	d := &b.enc[tables.IdxContexts]
+	require.NoError(t, d.Err())
+	require.Equal(t, 1, d.Rows(), "one context for the three rows")
+	require.LessOrEqual(t, len(d.Tuples(0, 1)), lim.MaxRow)
+	require.Contains(t, string(d.Tuples(0, 1)), `[postgrescopy: truncated from 20032 bytes]`, "cut with the marker")
+	require.Equal(t, 3, b.enc[tables.IdxSpans].Rows())
 }

@@ -113,6 +113,16 @@ func row(t *testing.T, l *tables.Layout, res, attrs map[string]any, log bool) ma
 	require.True(t, ok)
 	var out map[string]any
 	require.NoError(t, json.Unmarshal(js, &out), string(js))
+	// The row's context, as the view joins it.
+	require.Equal(t, 1, b.Rows(tables.IdxContexts))
+	cjs, ok := AppendLayoutRowJSON(nil, l, tables.IdxContexts, b.Tuples(tables.IdxContexts, 0, 1))
+	require.True(t, ok)
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(cjs, &c), string(cjs))
+	require.Equal(t, c[tables.ContextID], out[tables.ContextID])
+	for k, v := range c {
+		out[k] = v
+	}
 	return out
 }
 

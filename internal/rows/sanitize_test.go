@@ -36,6 +36,20 @@ func fields(t *testing.T, b *rows.Batch, lim rows.Limits, i, r int) map[string][
 	for j, c := range tables.Tables[i].Columns {
 		out[c] = fs[j]
 	}
+	// The row's context, from the batch's dictionary rows: as the view
+	// reads it.
+	id := out[tables.ContextID]
+	for k := range b.Rows(tables.IdxContexts) {
+		cf, ok := pgcopy.SplitRow(nil, b.Tuples(tables.IdxContexts, k, k+1))
+		require.True(t, ok)
+		if string(cf[0]) == string(id) {
+			for j, c := range tables.Tables[tables.IdxContexts].Columns[1:] {
+				out[c] = cf[j+1]
+			}
+			return out
+		}
+	}
+	require.Failf(t, "no context", "row %d of table %d references a context the batch lacks", r, i)
 	return out
 }
 
@@ -401,29 +415,83 @@ func TestLimitsKeepTheFastPathBytes(t *testing.T) {
 	require.Equal(t, a, bb)
 }
 
-// TestNilTraceIDsForCitus: with SetNilTraceIDs an absent trace id is the nil
-// uuid (16 zero bytes), not NULL; without it, NULL.
-func TestNilTraceIDsForCitus(t *testing.T) {
+// TestShardKeyForCitus: with the shard key (distribution: citus) an absent
+// trace id stays NULL, the shard key is the trace id when there is one and a
+// hash of the row otherwise; without it, the rows have no such column.
+func TestShardKeyForCitus(t *testing.T) {
 	ld := plog.NewLogs()
-	ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr("no trace")
+	lr := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	lr.AppendEmpty().Body().SetStr("no trace")
+	lr.AppendEmpty().Body().SetStr("no trace either")
+	traced := lr.AppendEmpty()
+	traced.SetTraceID(pcommon.TraceID{1, 2, 3})
+	// Fields 1-4 are two timestamps and their rests (8+2+8+2 bytes with
+	// their length words); the trace id follows.
+	const traceOff = 2 + (4 + 8) + (4 + 2) + (4 + 8) + (4 + 2)
 	for _, citus := range []bool{false, true} {
 		var b rows.Batch
-		b.SetNilTraceIDs(citus)
-		b.AddLogs(ld)
-		data, err := b.Data(tables.IdxLogs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Fields 1-4 are two timestamps and their rests (8+2+8+2 bytes with
-		// their length words); the trace id follows.
-		off := 11 + 8 + 2 + (4 + 8) + (4 + 2) + (4 + 8) + (4 + 2)
-		n := int32(binary.BigEndian.Uint32(data[off:]))
+		layout := tables.DefaultLayout()
 		if citus {
-			if n != 16 || !bytes.Equal(data[off+4:off+20], make([]byte, 16)) {
-				t.Fatalf("citus: trace_id length %d, want the nil uuid", n)
-			}
-		} else if n != -1 {
-			t.Fatalf("trace_id length %d, want NULL (-1)", n)
+			layout = layout.WithShardKey()
 		}
+		b.SetLayout(layout)
+		b.AddLogs(ld)
+		var keys [][]byte
+		for r := range 3 {
+			row := b.Tuples(tables.IdxLogs, r, r+1)
+			fields, ok := pgcopy.SplitRow(nil, row)
+			if !ok {
+				t.Fatal("row does not split")
+			}
+			if want := len(layout.Table(tables.IdxLogs).Columns); len(fields) != want {
+				t.Fatalf("citus %v: %d fields, want %d", citus, len(fields), want)
+			}
+			n := int32(binary.BigEndian.Uint32(row[traceOff:]))
+			if r < 2 && n != -1 {
+				t.Fatalf("trace_id length %d, want NULL (-1): an absent trace id is not made up", n)
+			}
+			if citus {
+				keys = append(keys, fields[len(fields)-1])
+			}
+		}
+		if !citus {
+			continue
+		}
+		if len(keys[0]) != 16 || bytes.Equal(keys[0], keys[1]) || bytes.Equal(keys[0], make([]byte, 16)) {
+			t.Fatalf("logs outside a trace get distinct row-derived keys: %x %x", keys[0], keys[1])
+		}
+		if want := []byte{1, 2, 3, 15: 0}; !bytes.Equal(keys[2], want) {
+			t.Fatalf("a traced log's key is its trace id: %x", keys[2])
+		}
+	}
+}
+
+// TestSeriesShardKey: a metric point's shard key follows its series: the
+// same series at another time shares it, another series of the same name
+// does not.
+func TestSeriesShardKey(t *testing.T) {
+	md := pmetric.NewMetrics()
+	g := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	g.SetName("m")
+	pts := g.SetEmptyGauge().DataPoints()
+	for i, series := range []int64{1, 1, 2} {
+		dp := pts.AppendEmpty()
+		dp.SetTimestamp(pcommon.Timestamp(1_700_000_000_000_000_000 + i))
+		dp.SetDoubleValue(float64(i))
+		dp.Attributes().PutInt("series", series)
+	}
+	var b rows.Batch
+	b.SetLayout(tables.DefaultLayout().WithShardKey())
+	b.AddMetrics(md)
+	var keys [][]byte
+	for r := range 3 {
+		fields, ok := pgcopy.SplitRow(nil, b.Tuples(tables.IdxGauge, r, r+1))
+		if !ok {
+			t.Fatal("row does not split")
+		}
+		keys = append(keys, fields[len(fields)-1])
+	}
+	if !bytes.Equal(keys[0], keys[1]) || bytes.Equal(keys[0], keys[2]) {
+		t.Fatalf("series keys %x %x %x: want the first two equal, the third apart", keys[0], keys[1], keys[2])
 	}
 }

@@ -107,6 +107,6 @@ func (b *Batch) writeSpan(s ptrace.Span) {
 	e.Int32(int32(s.DroppedAttributesCount()))
 	e.Int32(int32(s.DroppedEventsCount()))
 	e.Int32(int32(s.DroppedLinksCount()))
-	c.writeTailRes(e, resJSON)
+	b.writeContext(e, resJSON)
 	b.writePromoted(e, promo)
 }

@@ -34,9 +34,6 @@ func Distribute(ctx context.Context, conn *pgx.Conn, schemaName string) error {
 		if !ok {
 			return ErrNoCitus
 		}
-		if _, err := tx.Exec(ctx, CitusDDL(schemaName)); err != nil {
-			return fmt.Errorf("distribute tables with citus: %w", err)
-		}
-		return nil
+		return execScript(ctx, tx, "distribute tables with citus", CitusDDL(schemaName), true)
 	})
 }

@@ -2,46 +2,57 @@ package schema_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
-var distributeRe = regexp.MustCompile(`SELECT (create_distributed_table|create_reference_table)\('"otel"\.(\w+)'(?:, '(\w+)')?(?:, colocate_with => '"otel"\.(\w+)')?\)\nWHERE NOT EXISTS \(SELECT 1 FROM pg_dist_partition WHERE logicalrelid = '"otel"\.(\w+)'::regclass\);`)
+var distributeRe = regexp.MustCompile(`\('(\w+)', (?:'[^']*'|series|NULL), (?:NULL|'(\w+)')\)`)
 
 func TestCitusDDL(t *testing.T) {
 	ddl := schema.CitusDDL("otel")
-	type dist struct{ fn, column, colocate string }
-	got := map[string]dist{}
+	got := map[string]string{}
 	for _, m := range distributeRe.FindAllStringSubmatch(ddl, -1) {
-		require.Equal(t, m[2], m[5], "the guard checks the table it distributes")
-		got[m[2]] = dist{m[1], m[3], m[4]}
+		got[m[1]] = m[2]
 	}
-	// Every signal table is distributed, spans and logs by trace_id together,
-	// the metric tables by metric_name together.
-	for _, tbl := range tables.Tables {
-		d, ok := got[tbl.Name]
-		require.True(t, ok, "%s is distributed", tbl.Name)
-		assert.Equal(t, "create_distributed_table", d.fn, tbl.Name)
-		assert.Contains(t, tbl.Columns, d.column, "%s is distributed by one of its columns", tbl.Name)
+	// Every signal table is distributed, spans by trace_id and logs by shard
+	// key together, the metric tables by shard key together.
+	// What is distributed are the stored tables under the views.
+	for _, tbl := range tables.Tables[:tables.NumSignalTables] {
+		_, ok := got[tbl.Store]
+		assert.True(t, ok, "%s is distributed", tbl.Store)
 	}
-	assert.Equal(t, dist{"create_distributed_table", "trace_id", ""}, got["spans"])
-	assert.Equal(t, dist{"create_distributed_table", "trace_id", "spans"}, got["logs"])
-	assert.Equal(t, dist{"create_distributed_table", "metric_name", ""}, got["metrics_gauge"])
+	assert.Len(t, got, tables.NumSignalTables, "nothing else is distributed")
+	assert.Equal(t, "", got["spans_rows"])
+	assert.Equal(t, "spans_rows", got["logs_rows"])
+	assert.Equal(t, "", got["metrics_gauge_rows"])
 	for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
-		assert.Equal(t, dist{"create_distributed_table", "metric_name", "metrics_gauge"}, got[m])
+		assert.Equal(t, "metrics_gauge_rows", got[m+"_rows"])
 	}
-	for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version"} {
-		assert.Equal(t, "create_reference_table", got[ref].fn, ref)
-	}
-	assert.Len(t, got, len(tables.Tables)+4, "nothing else is distributed")
+	assert.Contains(t, ddl, "dist := CASE WHEN t.tbl = 'spans_rows' THEN 'trace_id' ELSE 'shard_key' END;")
+	assert.Contains(t, ddl, "create_distributed_table(format('%I.%I', s, t.tbl), dist,")
+	assert.Contains(t, ddl, "ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices', 'contexts']")
+	assert.Contains(t, ddl, `PERFORM "otel".postgrescopy_views();`, "the views show shard_key")
+	assert.Contains(t, ddl, "s      constant text := 'otel';")
+	assert.Len(t, schema.Statements(ddl), 1, "one DO block: one message")
 }
 
 // TestCitusIndexesKeepNoUniqueness: Citus refuses unique indexes that do not
@@ -53,28 +64,280 @@ func TestCitusIndexesKeepNoUniqueness(t *testing.T) {
 	assert.NotRegexp(t, `(?i)create unique`, schema.CitusDDL("otel"))
 }
 
-// TestCitusIntegration runs against a real Citus coordinator when one is named.
-func TestCitusIntegration(t *testing.T) {
+// citusPool connects to the Citus coordinator named by POSTGRESCOPY_CITUS_URL,
+// or skips: Citus is not packaged in Debian, so `make test` has none.
+func citusPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
 	url := os.Getenv("POSTGRESCOPY_CITUS_URL")
 	if url == "" {
-		t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator here (Citus is not packaged in Debian 12); set it to a coordinator URL to run this test")
+		t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator here (Citus is not packaged in Debian 12); " +
+			"set it to a coordinator URL (docs/citus.md) to run this test")
 	}
+	pool, err := pgxpool.New(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, pool.Ping(context.Background()))
+	return pool
+}
+
+// citusSchema is a fresh schema name on the coordinator, dropped at the end.
+func citusSchema(t *testing.T, pool *pgxpool.Pool) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "pgct_citus_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+	})
+	return name
+}
+
+func withConn(t *testing.T, pool *pgxpool.Pool, f func(*pgx.Conn) error) error {
+	t.Helper()
+	conn, err := pool.Acquire(context.Background())
+	require.NoError(t, err)
+	defer conn.Release()
+	return f(conn.Conn())
+}
+
+// distColumn is how Citus distributes table: its distribution column ("" for
+// a reference table), its colocation group and its method.
+type distColumn struct {
+	column     string
+	colocation int
+	method     string
+}
+
+func distribution(t *testing.T, pool *pgxpool.Pool, schemaName, table string) distColumn {
+	t.Helper()
+	var d distColumn
+	err := pool.QueryRow(context.Background(), `SELECT coalesce(column_to_column_name(logicalrelid, partkey), ''), colocationid, partmethod::text
+FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, schema.Qualified(schemaName, tables.StoreName(table))).Scan(&d.column, &d.colocation, &d.method)
+	require.NoError(t, err, "%s is distributed", table)
+	return d
+}
+
+// TestCitusIntegration runs against a real Citus coordinator (with workers)
+// when POSTGRESCOPY_CITUS_URL names one.
+func TestCitusIntegration(t *testing.T) {
+	pool := citusPool(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	name := "pgct_citus"
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS pgct_citus CASCADE") })
-	_, err = schema.Migrate(ctx, conn, name)
-	require.NoError(t, err)
-	require.NoError(t, schema.SetIndexes(ctx, conn, name, true))
-	require.NoError(t, schema.Distribute(ctx, conn, name))
-	require.NoError(t, schema.Distribute(ctx, conn, name), "idempotent")
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
-JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = ANY($2)`, name,
-		[]string{"spans", "logs", "metrics_gauge", "ledger"}).Scan(&n))
-	assert.Equal(t, 4, n)
-	_, err = schema.Maintain(ctx, conn, name, daily)
-	require.NoError(t, err, "partition maintenance works on distributed tables")
+
+	t.Run("distributes_every_table", func(t *testing.T) {
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			if err := schema.SetIndexes(ctx, c, name, true); err != nil {
+				return err
+			}
+			if err := schema.Distribute(ctx, c, name); err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name) // idempotent
+		}))
+		spans := distribution(t, pool, name, "spans")
+		assert.Equal(t, "trace_id", spans.column)
+		logs := distribution(t, pool, name, "logs")
+		assert.Equal(t, "shard_key", logs.column)
+		assert.Equal(t, spans.colocation, logs.colocation, "a trace's spans and logs are colocated")
+		gauge := distribution(t, pool, name, "metrics_gauge")
+		assert.Equal(t, "shard_key", gauge.column)
+		for _, m := range []string{"metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
+			assert.Equal(t, gauge, distribution(t, pool, name, m))
+		}
+		for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version", "model_prices", "contexts"} {
+			assert.Equal(t, "n", distribution(t, pool, name, ref).method, "%s is a reference table", ref)
+		}
+	})
+
+	t.Run("indexes_enabled_after_distribution", func(t *testing.T) {
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			if err := schema.SetIndexes(ctx, c, name, false); err != nil {
+				return err
+			}
+			if err := schema.Distribute(ctx, c, name); err != nil {
+				return err
+			}
+			return schema.SetIndexes(ctx, c, name, true)
+		}))
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = ANY($2)",
+			name, schema.IndexNames()).Scan(&n))
+		assert.Equal(t, len(schema.IndexNames()), n, "every index of the set is on its distributed parent")
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { return schema.SetIndexes(ctx, c, name, false) }))
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = ANY($2)",
+			name, schema.IndexNames()).Scan(&n))
+		assert.Zero(t, n, "indexes: false drops them again")
+	})
+
+	t.Run("later_migrations_on_distributed_tables", func(t *testing.T) {
+		// Migration 2 creates an index on spans, migration 3 renames every
+		// signal table to <table>_rows under a view: both applied after an
+		// older release distributed spans (by trace_id, as every release
+		// did).
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.MigrateTo(ctx, c, name, 1); err != nil {
+				return err
+			}
+			if _, err := c.Exec(ctx, "SELECT create_distributed_table($1, 'trace_id')", schema.Qualified(name, "spans")); err != nil {
+				return err
+			}
+			res, err := schema.Migrate(ctx, c, name)
+			assert.Equal(t, schema.Latest(), res.To)
+			if err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name)
+		}))
+		var brin bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = $1 AND indexname = 'spans_start_time_brin')",
+			name).Scan(&brin))
+		assert.True(t, brin)
+		assert.Equal(t, "trace_id", distribution(t, pool, name, "spans").column, "the renamed table stays distributed")
+		assert.Equal(t, "shard_key", distribution(t, pool, name, "logs").column)
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "spans")+" s JOIN "+
+			schema.Qualified(name, "logs")+" l ON l.shard_key = s.trace_id AND l.trace_id = s.trace_id").Scan(&n))
+		assert.Zero(t, n, "the views over the distributed tables answer")
+	})
+
+	t.Run("existing_rows_with_null_trace_ids", func(t *testing.T) {
+		// Rows written before distribution: logs outside a trace have a NULL
+		// trace_id, which no distribution column may hold.
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { _, err := schema.Migrate(ctx, c, name); return err }))
+		var b rows.Batch
+		ld := plog.NewLogs()
+		lr := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+		for i := range 20 {
+			l := lr.AppendEmpty()
+			l.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+			l.Body().SetInt(int64(i))
+			if i%2 == 0 {
+				l.SetTraceID(pcommon.TraceID{1, byte(i)})
+			}
+		}
+		b.AddLogs(ld)
+		td := ptrace.NewTraces()
+		ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+		sp := ss.AppendEmpty()
+		sp.SetName("old")
+		sp.SetTraceID(pcommon.TraceID{1, 0})
+		ss.AppendEmpty().SetName("no trace") // invalid OTLP, stored on one node
+		b.AddTraces(td)
+		_, err := pgwrite.NewWriter(pool, name).Write(ctx, &b)
+		require.NoError(t, err)
+
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { return schema.Distribute(ctx, c, name) }))
+		var logs, nullTrace, spans int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE trace_id IS NULL) FROM "+schema.Qualified(name, "logs")).Scan(&logs, &nullTrace))
+		assert.Equal(t, 20, logs, "every row kept")
+		assert.Equal(t, 10, nullTrace, "an absent trace id stays NULL: it is not made up")
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "spans")).Scan(&spans))
+		assert.Equal(t, 1, spans)
+		var moved int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "rejects")+
+			" WHERE table_name = 'spans' AND sqlstate = '22004' AND row_json->>'span_name' = 'no trace'").Scan(&moved))
+		assert.Equal(t, 1, moved, "a span without a trace id cannot be distributed by it: it is kept in rejects")
+		assert.Equal(t, "shard_key", distribution(t, pool, name, "logs").column)
+		assert.Equal(t, "trace_id", distribution(t, pool, name, "spans").column)
+		var colocated int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema.Qualified(name, "logs")+` l JOIN `+
+			schema.Qualified(name, "spans")+` s ON l.shard_key = s.trace_id AND s.trace_id = l.trace_id`).Scan(&colocated))
+		assert.Equal(t, 1, colocated, "an old log of a trace joins its old span on its shard key, colocated")
+	})
+
+	t.Run("distribution_by_an_earlier_release_is_refused_with_the_commands", func(t *testing.T) {
+		// What an earlier postgrescopy did: spans and logs by trace_id, the
+		// metric tables by metric_name.
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { _, err := schema.Migrate(ctx, c, name); return err }))
+		old := map[string][2]string{"spans": {"trace_id", "none"}, "logs": {"trace_id", "spans"}, "metrics_gauge": {"metric_name", "none"},
+			"metrics_sum": {"metric_name", "metrics_gauge"}, "metrics_histogram": {"metric_name", "metrics_gauge"},
+			"metrics_exponential_histogram": {"metric_name", "metrics_gauge"}, "metrics_summary": {"metric_name", "metrics_gauge"}}
+		for _, tbl := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
+			colocate := old[tbl][1]
+			if colocate != "none" {
+				colocate = schema.Qualified(name, tables.StoreName(colocate))
+			}
+			_, err := pool.Exec(ctx, "SELECT create_distributed_table($1, $2, colocate_with => $3)", schema.Qualified(name, tables.StoreName(tbl)), old[tbl][0], colocate)
+			require.NoError(t, err)
+		}
+		_, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(name, "logs_rows")+` ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns,
+trace_id, flags, severity_number, log_attributes, dropped_attributes_count, resource_attributes, scope_attributes,
+resource_dropped_attributes_count, scope_dropped_attributes_count)
+VALUES (now(), 0, now(), 0, '00000000-0000-0000-0000-000000000000', 0, 9, '{}', 0, '{}', '{}', 0, 0)`)
+		require.NoError(t, err)
+		// Distribute refuses, table by table, with the commands that fix it;
+		// run them as an operator would, until it accepts.
+		for range len(old) + 1 {
+			err = withConn(t, pool, func(c *pgx.Conn) error { return schema.Distribute(ctx, c, name) })
+			if err == nil {
+				break
+			}
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr)
+			require.Contains(t, pgErr.Message, "an earlier postgrescopy distributed it")
+			cmds, ok := strings.CutPrefix(pgErr.Hint, "redistribute it once, as its owner, in a maintenance window: ")
+			require.True(t, ok, pgErr.Hint)
+			for _, stmt := range schema.Statements(cmds) {
+				_, err := pool.Exec(ctx, stmt)
+				require.NoError(t, err, stmt)
+			}
+		}
+		require.NoError(t, err)
+		for tbl := range old {
+			want := "shard_key"
+			if tbl == "spans" {
+				want = "trace_id"
+			}
+			assert.Equal(t, want, distribution(t, pool, name, tbl).column, tbl)
+		}
+		assert.Equal(t, distribution(t, pool, name, "spans").colocation, distribution(t, pool, name, "logs").colocation)
+		var nullTrace int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "logs")+" WHERE trace_id IS NULL").Scan(&nullTrace))
+		assert.Equal(t, 1, nullTrace, "the nil uuid an earlier release stored is NULL again")
+	})
+
+	t.Run("maintain_on_distributed_tables", func(t *testing.T) {
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name)
+		}))
+		hourly := schema.Partitioning{Interval: time.Hour, Premake: 2}
+		actions, err := schema.Maintain(ctx, pool, name, hourly)
+		require.NoError(t, err)
+		var created []string
+		for _, a := range actions {
+			require.NotEqual(t, "skipped", a.Action, "%s: %s", a.Partition, a.Detail)
+			if a.Action == "created" {
+				created = append(created, a.Partition)
+			}
+		}
+		assert.Len(t, created, tables.NumSignalTables*4, "the hour before now, now and 2 ahead, for every table")
+		var distributed int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname = ANY($2)`, name, created).Scan(&distributed))
+		assert.Equal(t, len(created), distributed, "every partition made is distributed with its parent")
+
+		_, err = pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, "spans_p20200101_0000")+" PARTITION OF "+
+			schema.Qualified(name, "spans_rows")+" FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-01 01:00+00')")
+		require.NoError(t, err)
+		hourly.Retention = 24 * time.Hour
+		actions, err = schema.Maintain(ctx, pool, name, hourly)
+		require.NoError(t, err)
+		assert.Contains(t, actions, schema.Action{Action: "dropped", Partition: "spans_p20200101_0000"})
+		var gone bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass($1) IS NULL", schema.Qualified(name, "spans_p20200101_0000")).Scan(&gone))
+		assert.True(t, gone, "the expired partition and its shards are dropped")
+	})
 }

@@ -18,14 +18,18 @@ type Column struct {
 }
 
 // AddColumnsSQL is the DDL that adds cols, for an operator who runs with
-// create_schema: false. On a partitioned table it adds the column to every
-// partition; a nullable column without a default is a catalog change only,
-// instant whatever the table's size.
+// create_schema: false: to the table that stores the rows (spans_rows for
+// spans), then to the views (postgrescopy_views). On a partitioned table it
+// adds the column to every partition; a nullable column without a default is
+// a catalog change only, instant whatever the table's size.
 func AddColumnsSQL(schemaName string, cols []Column) string {
 	var b strings.Builder
 	for _, c := range cols {
 		fmt.Fprintf(&b, "ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s;\n",
-			Qualified(schemaName, c.Table), pgx.Identifier{c.Name}.Sanitize(), c.Type)
+			Qualified(schemaName, tables.StoreName(c.Table)), pgx.Identifier{c.Name}.Sanitize(), c.Type)
+	}
+	if len(cols) > 0 {
+		fmt.Fprintf(&b, "SELECT %s();\n", Qualified(schemaName, "postgrescopy_views"))
 	}
 	return b.String()
 }
@@ -48,7 +52,7 @@ func AddColumns(ctx context.Context, conn *pgx.Conn, schemaName string, cols []C
 			var exists bool
 			err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
 WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped)`,
-				Qualified(schemaName, c.Table), c.Name).Scan(&exists)
+				Qualified(schemaName, tables.StoreName(c.Table)), c.Name).Scan(&exists)
 			if err != nil {
 				return fmt.Errorf("look up column %s.%s: %w", c.Table, c.Name, err)
 			}
@@ -56,9 +60,9 @@ WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdr
 				missing = append(missing, c)
 			}
 		}
-		for _, c := range missing {
-			if _, err := tx.Exec(ctx, AddColumnsSQL(schemaName, []Column{c})); err != nil {
-				return fmt.Errorf("add promoted column %s.%s: %w", c.Table, c.Name, err)
+		if len(missing) > 0 {
+			if _, err := tx.Exec(ctx, AddColumnsSQL(schemaName, missing)); err != nil {
+				return fmt.Errorf("add promoted columns: %w", err)
 			}
 		}
 		wrong, err := wrongTypes(ctx, tx, schemaName, cols)
@@ -93,7 +97,7 @@ func wrongTypes(ctx context.Context, q queryRower, schemaName string, cols []Col
 		var same bool
 		err := q.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod), atttypid = $3::regtype
 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped`,
-			Qualified(schemaName, c.Table), c.Name, c.Type).Scan(&have, &same)
+			Qualified(schemaName, tables.StoreName(c.Table)), c.Name, c.Type).Scan(&have, &same)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
@@ -114,7 +118,7 @@ func PromotedColumns(l *tables.Layout) []Column {
 	for _, i := range []int{tables.IdxSpans, tables.IdxLogs} {
 		t := l.Table(i)
 		names := l.Promoted(i)
-		kinds := t.Kinds[len(t.Kinds)-len(names):]
+		kinds := l.PromotedKinds(i)
 		for j, n := range names {
 			out = append(out, Column{Table: t.Name, Name: n, Type: kinds[j].SQLType()})
 		}

@@ -183,12 +183,16 @@ func MigrateTo(ctx context.Context, conn *pgx.Conn, schemaName string, target in
 		if res.From > latest {
 			return fmt.Errorf("%w: %s is at version %d, this binary knows up to %d; upgrade the collector", ErrNewerSchema, q, res.From, latest)
 		}
+		citus, err := onCitus(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("check for citus: %w", err)
+		}
 		for _, m := range Migrations() {
 			if m.Version <= res.From || m.Version > target {
 				continue
 			}
-			if _, err := tx.Exec(ctx, Render(m.SQL, schemaName)); err != nil {
-				return fmt.Errorf("apply migration %s: %w", m.Name, err)
+			if err := execScript(ctx, tx, "apply migration "+m.Name, Render(m.SQL, schemaName), citus); err != nil {
+				return err
 			}
 			if _, err := tx.Exec(ctx, "INSERT INTO "+vt+" (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
 				return fmt.Errorf("record migration %s: %w", m.Name, err)
@@ -327,17 +331,17 @@ func SetIndexes(ctx context.Context, conn *pgx.Conn, schemaName string, on bool)
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schemaName)); err != nil {
 			return fmt.Errorf("take migration lock: %w", err)
 		}
+		citus, err := onCitus(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("check for citus: %w", err)
+		}
 		if on {
-			if _, err := tx.Exec(ctx, Render(indexesSQL, schemaName)); err != nil {
-				return fmt.Errorf("create indexes: %w", err)
-			}
-			return nil
+			return execScript(ctx, tx, "create indexes", Render(indexesSQL, schemaName), citus)
 		}
+		var drop strings.Builder
 		for _, name := range IndexNames() {
-			if _, err := tx.Exec(ctx, "DROP INDEX IF EXISTS "+Qualified(schemaName, name)); err != nil {
-				return fmt.Errorf("drop index %s: %w", name, err)
-			}
+			drop.WriteString("DROP INDEX IF EXISTS " + Qualified(schemaName, name) + ";\n")
 		}
-		return nil
+		return execScript(ctx, tx, "drop indexes", drop.String(), citus)
 	})
 }

@@ -37,7 +37,7 @@ func partitions(t *testing.T, pool *pgxpool.Pool, name string) map[string]string
 	rows, err := pool.Query(context.Background(), `
 SELECT c.relname, pg_get_expr(c.relpartbound, c.oid)
 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-WHERE i.inhparent = $1::regclass`, pgx.Identifier{name, "spans"}.Sanitize())
+WHERE i.inhparent = $1::regclass`, pgx.Identifier{name, "spans_rows"}.Sanitize())
 	require.NoError(t, err)
 	out := map[string]string{}
 	for rows.Next() {
@@ -75,7 +75,7 @@ func TestEveryTimestampLands(t *testing.T) {
 	_, err := schema.Maintain(ctx, pool, name, daily)
 	require.NoError(t, err)
 	for _, ts := range []string{"now()", "now() - interval '1 year'", "'1970-01-01 00:00:00+00'", "now() + interval '10 years'"} {
-		_, err := pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags,
+		_, err := pool.Exec(ctx, q(name, `INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags,
   span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
   resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
 VALUES (`+ts+`, 0, `+ts+`, 0, 0, 'x', 'Internal', 'Unset', '{}', 0, 0, 0, '{}', '{}', 0, 0)`))
@@ -95,11 +95,11 @@ func TestRetentionDropsOnlyExpired(t *testing.T) {
 	require.NoError(t, err)
 	// An old partition and old rows in the default one, as left by a
 	// collector that ran ten days ago.
-	_, err = pool.Exec(ctx, q(name, `CREATE TABLE S.spans_old PARTITION OF S.spans
+	_, err = pool.Exec(ctx, q(name, `CREATE TABLE S.spans_old PARTITION OF S.spans_rows
   FOR VALUES FROM (now() - interval '10 days') TO (now() - interval '9 days')`))
 	require.NoError(t, err)
 	for _, ts := range []string{"now() - interval '20 days'", "now() - interval '2 days'"} {
-		_, err := pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags,
+		_, err := pool.Exec(ctx, q(name, `INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags,
   span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
   resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
 VALUES (`+ts+`, 0, `+ts+`, 0, 0, 'x', 'Internal', 'Unset', '{}', 0, 0, 0, '{}', '{}', 0, 0)`))
@@ -204,24 +204,24 @@ func TestQueriesUseIndexesAndRecentPartitions(t *testing.T) {
 	require.NoError(t, err)
 	// 30,000 spans over the last two days, 1% errors, plus old ones in the
 	// default partition, then fresh statistics.
-	_, err = pool.Exec(ctx, q(name, `INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, trace_id, span_id, flags,
+	_, err = pool.Exec(ctx, q(name, `INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, trace_id, span_id, flags,
   service_name, span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
   resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
 SELECT now() - (i || ' seconds')::interval * 5, 0, now(), 1000, md5(i::text)::uuid, i, 0,
   'svc-' || (i % 20), 'op', 'Server', CASE WHEN i % 100 = 0 THEN 'Error' ELSE 'Ok' END, '{}', 0, 0, 0, '{}', '{}', 0, 0
 FROM generate_series(1, 30000) i;
-INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind, status_code,
+INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind, status_code,
   span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
   resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
 SELECT now() - interval '1 year', 0, now(), 1, 0, 'old', 'Server', 'Error', '{}', 0, 0, 0, '{}', '{}', 0, 0 FROM generate_series(1, 1000);
-ANALYZE S.spans;`))
+ANALYZE S.spans_rows;`))
 	require.NoError(t, err)
 
 	// The partition holding most rows: today's only after midnight has
 	// passed long enough ago (just after it, today's partition holds a few
 	// rows and a seq scan of them is rightly cheaper than an index).
 	var busiest string
-	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT c.relname FROM S.spans s JOIN pg_class c ON c.oid = s.tableoid
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT c.relname FROM S.spans_rows s JOIN pg_class c ON c.oid = s.tableoid
 GROUP BY 1 ORDER BY count(*) DESC LIMIT 1`)).Scan(&busiest))
 	require.True(t, strings.HasPrefix(busiest, "spans_p"), busiest)
 
@@ -263,18 +263,18 @@ func TestFirstSchemaIsPartitioned(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.From)
 	assert.Equal(t, schema.Latest(), res.To)
-	assert.Equal(t, 2, schema.Latest(), "001_schema and 002_ai_spend")
+	assert.Equal(t, 3, schema.Latest(), "001_schema, 002_ai_spend and 003_contexts")
 
 	for _, table := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram",
 		"metrics_exponential_histogram", "metrics_summary"} {
 		var partitioned bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT relkind = 'p' FROM pg_class WHERE oid = $1::regclass`,
-			pgx.Identifier{name, table}.Sanitize()).Scan(&partitioned))
+			pgx.Identifier{name, table + "_rows"}.Sanitize()).Scan(&partitioned))
 		assert.True(t, partitioned, table)
 		var bound string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i
 			JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass AND c.relname = $2`,
-			pgx.Identifier{name, table}.Sanitize(), table+"_default").Scan(&bound))
+			pgx.Identifier{name, table + "_rows"}.Sanitize(), table+"_default").Scan(&bound))
 		assert.Equal(t, "DEFAULT", bound, table)
 	}
 
@@ -306,7 +306,7 @@ func TestLeastPrivilegeWriter(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _, _ = conn.Exec(context.Background(), "RESET ROLE") }()
 
-	want := map[string][]string{"spans": {"span_name"}, "ledger": {"entry_id"}}
+	want := map[string][]string{"spans_rows": {"span_name", "context_id"}, "contexts": {"context_id"}, "ledger": {"entry_id"}}
 	missing, err := schema.Missing(ctx, conn.Conn(), name, want)
 	require.NoError(t, err)
 	assert.Empty(t, missing)
@@ -320,9 +320,9 @@ func TestLeastPrivilegeWriter(t *testing.T) {
 
 	_, err = conn.Exec(ctx, q(name, `CREATE TABLE S.intruder (x int)`))
 	require.ErrorContains(t, err, "permission denied")
-	_, err = conn.Exec(ctx, q(name, `DROP TABLE S.spans`))
+	_, err = conn.Exec(ctx, q(name, `DROP TABLE S.spans_rows`))
 	require.ErrorContains(t, err, "must be owner")
-	_, err = conn.Exec(ctx, q(name, `DELETE FROM S.spans`))
+	_, err = conn.Exec(ctx, q(name, `DELETE FROM S.spans_rows`))
 	require.ErrorContains(t, err, "permission denied")
 }
 
@@ -348,4 +348,86 @@ func TestPreReleaseSchemaIsRefused(t *testing.T) {
 	var versions int
 	require.NoError(t, pool.QueryRow(ctx, q(name, "SELECT count(*) FROM S.schema_version")).Scan(&versions))
 	assert.Equal(t, 1, versions, "nothing was applied on top")
+}
+
+// TestUpgradeToContextsKeepsRowsAndGrants: a schema at version 2 with rows
+// (their context in each row) and a reader and a writer role migrates to the
+// context dictionary: the old rows read the same through the views, the
+// reader may read the views and the writer may insert contexts, and the
+// partitions keep their names and their maintenance.
+func TestUpgradeToContextsKeepsRowsAndGrants(t *testing.T) {
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = schema.MigrateTo(ctx, conn.Conn(), name, 2)
+	require.NoError(t, err)
+	_, err = schema.Maintain(ctx, pool, name, daily)
+	require.NoError(t, err)
+	reader, writer := name+"_reader", name+"_writer"
+	for _, r := range []string{reader, writer} {
+		_, err = pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{r}.Sanitize())
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_, _ = pool.Exec(context.Background(), "DROP OWNED BY "+pgx.Identifier{r}.Sanitize())
+			_, _ = pool.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{r}.Sanitize())
+		})
+	}
+	_, err = pool.Exec(ctx, q(name, `GRANT USAGE ON SCHEMA `+pgx.Identifier{name}.Sanitize()+` TO `+pgx.Identifier{reader}.Sanitize()+`, `+pgx.Identifier{writer}.Sanitize()+`;
+GRANT SELECT ON S.spans TO `+pgx.Identifier{reader}.Sanitize()+`;
+GRANT INSERT ON S.spans TO `+pgx.Identifier{writer}.Sanitize()+`;
+INSERT INTO S.spans (start_time, start_time_frac_ns, end_time, duration_ns, flags, service_name, span_name, span_kind, status_code,
+  span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  scope_name, resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+SELECT now() - (i || ' minutes')::interval, 0, now(), 1, 0, 'svc', 'op' || i, 'Server', 'Ok', '{"k": 1}', 0, 0, 0,
+  'sc', '{"service.name": "svc", "host": "h"}', '{}', 2, 0 FROM generate_series(1, 100) i`))
+	require.NoError(t, err)
+	read := func(table string) string {
+		var s string
+		require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT string_agg(t::text, E'\n' ORDER BY t::text) FROM S.`+table+` t`)).Scan(&s))
+		return s
+	}
+	before := read("spans")
+
+	res, err := schema.Migrate(ctx, conn.Conn(), name)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.From)
+	require.Equal(t, 3, res.To)
+	assert.Equal(t, before, read("spans"), "the old rows read the same through the view")
+	var relkind string
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT relkind::text FROM pg_class WHERE oid = 'S.spans'::regclass`)).Scan(&relkind))
+	assert.Equal(t, "v", relkind)
+
+	for _, c := range []struct{ role, sql string }{
+		{reader, `SELECT count(*) FROM S.spans`},
+		{writer, `INSERT INTO S.contexts (context_id, resource_attributes, scope_attributes,
+			resource_dropped_attributes_count, scope_dropped_attributes_count) VALUES (md5('x')::uuid, '{}', '{}', 0, 0)`},
+		{writer, `INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind,
+			status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count, context_id)
+			VALUES (now(), 0, now(), 1, 0, 'new', 'Server', 'Ok', '{}', 0, 0, 0, md5('x')::uuid)`},
+	} {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{c.role}.Sanitize())
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, q(name, c.sql))
+		require.NoError(t, err, "%s: %s", c.role, c.sql)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	var res0 string
+	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT resource_attributes::text FROM S.spans WHERE span_name = 'new'`)).Scan(&res0))
+	assert.Equal(t, "{}", res0, "a new row reads its context from the dictionary")
+
+	actions, err := schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: 24 * time.Hour, Premake: 5})
+	require.NoError(t, err)
+	require.NotEmpty(t, actions)
+	for _, a := range actions {
+		if strings.HasPrefix(a.Partition, "spans") {
+			assert.Regexp(t, `^spans_p\d{8}_0000$`, a.Partition)
+			assert.Equal(t, "created", a.Action, a.Detail)
+		}
+	}
+	assert.Contains(t, partitions(t, pool, name), "spans_default", "the partitions moved with their table")
 }

@@ -44,11 +44,20 @@ func appendString(d []byte, s string) []byte {
 
 // ParseLayout rebuilds the layout a descriptor describes, for writing entries
 // of a shape other than the reader's own. Its tables have the descriptor's
-// columns; it encodes no pdata (it has no promotion rules).
+// columns; it encodes no pdata (it has no promotion rules). A descriptor of
+// the previous release (no context dictionary) gives a layout whose
+// dictionary has no columns.
 func ParseLayout(desc []byte) (*Layout, error) {
 	l := &Layout{}
 	r := desc
 	for i := range l.tables {
+		if i == IdxContexts && len(r) == 0 {
+			// The previous release's layout: no dictionary, each row holds
+			// its context's columns (still columns of the stored tables).
+			l.tables[i] = Tables[i]
+			l.tables[i].Columns, l.tables[i].Kinds = nil, nil
+			break
+		}
 		name, ok := readString(&r)
 		if !ok || name != Tables[i].Name {
 			return nil, fmt.Errorf("%w: table %d", ErrDescriptor, i)
@@ -57,7 +66,7 @@ func ParseLayout(desc []byte) (*Layout, error) {
 		if !ok || n > MaxColumns {
 			return nil, fmt.Errorf("%w: columns of %s", ErrDescriptor, name)
 		}
-		t := Table{Name: name, Signal: Tables[i].Signal, Columns: make([]string, n), Kinds: make([]Kind, n)}
+		t := Table{Name: name, Store: Tables[i].Store, Signal: Tables[i].Signal, Columns: make([]string, n), Kinds: make([]Kind, n)}
 		for j := range t.Columns {
 			c, ok := readString(&r)
 			if !ok || len(r) == 0 || r[0] < byte(KindTimestamptz) || r[0] > byte(KindFloat64Array) {

@@ -74,6 +74,8 @@ type Layout struct {
 	promo   [NumTables][]PromoColumn
 	resKeys []string // resource keys that remove may drop, by bit
 	desc    []byte   // Descriptor, computed once the layout is complete
+	// shardKey: every table ends with ShardKeyColumn (distribution: citus).
+	shardKey bool
 }
 
 var defaultLayout = Layout{tables: Tables}
@@ -96,8 +98,56 @@ func (l *Layout) ResourceKeys() []string { return l.resKeys }
 
 // Promoted lists, for table i, its promoted columns' names.
 func (l *Layout) Promoted(i int) []string {
-	n := len(l.promo[i])
-	return l.tables[i].Columns[len(l.tables[i].Columns)-n:]
+	end := l.promoEnd(i)
+	return l.tables[i].Columns[end-len(l.promo[i]) : end]
+}
+
+// PromotedKinds lists, for table i, its promoted columns' kinds.
+func (l *Layout) PromotedKinds(i int) []Kind {
+	end := l.promoEnd(i)
+	return l.tables[i].Kinds[end-len(l.promo[i]) : end]
+}
+
+// promoEnd is where table i's promoted columns end: the shard key follows.
+func (l *Layout) promoEnd(i int) int {
+	if l.HasShardKey(i) {
+		return len(l.tables[i].Columns) - 1
+	}
+	return len(l.tables[i].Columns)
+}
+
+// ShardKeyColumn is the distribution column on Citus (distribution: citus,
+// see internal/schema/citus/distribute.sql) of the logs and metric tables:
+// a uuid that is a log's trace id when it has one, so that it is colocated
+// with its trace's spans (distributed by trace_id), and otherwise derived
+// from the row (a log outside a trace) or from its series (a metric point),
+// so that those tables spread evenly. The real trace_id column is left as it
+// is, NULL when absent.
+const ShardKeyColumn = "shard_key"
+
+// WithShardKey returns l with ShardKeyColumn added at the end of every table
+// but spans and the context dictionary (a reference table). Only distribution: citus writes it: one PostgreSQL does not
+// store its 16 bytes a row.
+func (l *Layout) WithShardKey() *Layout {
+	if l.shardKey {
+		return l
+	}
+	out := &Layout{tables: l.tables, promo: l.promo, resKeys: l.resKeys, shardKey: true}
+	for i := range l.tables {
+		if !out.HasShardKey(i) {
+			continue
+		}
+		t := &out.tables[i]
+		t.Columns = append(append([]string(nil), t.Columns...), ShardKeyColumn)
+		t.Kinds = append(append([]Kind(nil), t.Kinds...), KindUUID)
+	}
+	out.desc = out.descriptor()
+	return out
+}
+
+// HasShardKey reports whether table i ends with ShardKeyColumn.
+func (l *Layout) HasShardKey(i int) bool {
+	return l.shardKey && i != IdxSpans && i != IdxContexts
 }
 
 // supportedKinds are the kinds a promoted column may have.

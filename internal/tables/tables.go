@@ -1,5 +1,7 @@
 package tables
 
+import "slices"
+
 // Kind is a column's PostgreSQL type, as the row writers encode it. The
 // writer needs it only off the hot path: to shrink a row over the size limit
 // and to render a refused row as JSON.
@@ -23,8 +25,13 @@ const (
 // Table describes one destination table: its name, its columns in the order
 // the row writers emit them, and their kinds.
 type Table struct {
-	Name    string
-	Signal  string // traces, logs or metrics
+	// Name is what queries read: for a signal table, since schema version 3,
+	// a view that joins its rows to their context (Store).
+	Name string
+	// Store is the table the rows are copied into: <name>_rows for a signal
+	// table, contexts for the context dictionary.
+	Store   string
+	Signal  string // traces, logs or metrics; "" for the context dictionary
 	Columns []string
 	Kinds   []Kind
 }
@@ -38,20 +45,45 @@ const (
 	IdxHistogram
 	IdxExpHistogram
 	IdxSummary
+	// IdxContexts is the context dictionary: one row per distinct resource
+	// and scope, which every signal row references by context_id. It comes
+	// last so that the signal tables keep their indexes in entries of the
+	// previous release (which have no dictionary).
+	IdxContexts
 	NumTables
 )
+
+// NumSignalTables counts the signal tables (all but the dictionary).
+const NumSignalTables = IdxContexts
 
 type column struct {
 	name string
 	kind Kind
 }
 
-// contextColumns end every table: the instrumentation scope and the resource.
-var contextColumns = []column{
-	{"scope_name", KindText}, {"scope_version", KindText},
-	{"resource_attributes", KindJSONB}, {"scope_attributes", KindJSONB},
-	{"resource_dropped_attributes_count", KindInt32}, {"scope_dropped_attributes_count", KindInt32},
-	{"resource_schema_url", KindText}, {"scope_schema_url", KindText},
+// ContextColumns are the instrumentation scope and the resource, which the
+// signal tables held in every row until schema version 3 and their views
+// still end with; the context dictionary holds them once per context.
+var ContextColumns = []string{"scope_name", "scope_version", "resource_attributes", "scope_attributes",
+	"resource_dropped_attributes_count", "scope_dropped_attributes_count", "resource_schema_url", "scope_schema_url"}
+
+var contextKinds = []Kind{KindText, KindText, KindJSONB, KindJSONB, KindInt32, KindInt32, KindText, KindText}
+
+// ContextID is the column of a signal row that references its context: a
+// 128-bit hash of the context's encoded fields (see rows).
+const ContextID = "context_id"
+
+// contextColumns end every signal table: the reference to its context.
+var contextColumns = []column{{ContextID, KindUUID}}
+
+// legacyContextColumns ended every signal table before schema version 3, and
+// still end them in entries of the previous release.
+func legacyContextColumns() []column {
+	c := make([]column, len(ContextColumns))
+	for i, n := range ContextColumns {
+		c[i] = column{n, contextKinds[i]}
+	}
+	return c
 }
 
 // metricColumns start every metric table.
@@ -63,7 +95,10 @@ var metricColumns = []column{
 }
 
 func table(name, signal string, parts ...[]column) Table {
-	t := Table{Name: name, Signal: signal}
+	t := Table{Name: name, Store: name + "_rows", Signal: signal}
+	if signal == "" {
+		t.Store = name
+	}
 	for _, p := range parts {
 		for _, c := range p {
 			t.Columns = append(t.Columns, c.name)
@@ -111,4 +146,26 @@ var Tables = [NumTables]Table{
 	IdxSummary: table("metrics_summary", "metrics", metricColumns,
 		[]column{{"count", KindInt64}, {"sum", KindFloat64},
 			{"quantiles", KindFloat64Array}, {"quantile_values", KindFloat64Array}}, contextColumns),
+	IdxContexts: table("contexts", "", []column{{ContextID, KindUUID}}, legacyContextColumns()),
+}
+
+// StoreName is the table that holds table name's rows: <name>_rows for a
+// signal table, name itself for any other.
+func StoreName(name string) string {
+	for _, t := range Tables {
+		if t.Name == name {
+			return t.Store
+		}
+	}
+	return name
+}
+
+// LegacyColumns are table i's built-in columns before schema version 3:
+// the context's eight columns in every row instead of context_id.
+func LegacyColumns(i int) []string {
+	t := Tables[i]
+	if i == IdxContexts {
+		return nil
+	}
+	return append(slices.Clone(t.Columns[:len(t.Columns)-1]), ContextColumns...)
 }

@@ -28,13 +28,13 @@ func TestKindsMatchSchema(t *testing.T) {
 	}
 	for _, tb := range tables.Tables {
 		require.Len(t, tb.Kinds, len(tb.Columns), tb.Name)
-		require.Contains(t, []string{"traces", "logs", "metrics"}, tb.Signal)
+		require.Contains(t, []string{"traces", "logs", "metrics", ""}, tb.Signal)
 		for j, col := range tb.Columns {
 			var got string
 			err := pool.QueryRow(context.Background(), `SELECT udt_name FROM information_schema.columns
-WHERE table_schema = $1 AND table_name = $2 AND column_name = $3`, name, tb.Name, col).Scan(&got)
-			require.NoError(t, err, "%s.%s", tb.Name, col)
-			require.Equal(t, udt[tb.Kinds[j]], got, "%s.%s", tb.Name, col)
+WHERE table_schema = $1 AND table_name = $2 AND column_name = $3`, name, tb.Store, col).Scan(&got)
+			require.NoError(t, err, "%s.%s", tb.Store, col)
+			require.Equal(t, udt[tb.Kinds[j]], got, "%s.%s", tb.Store, col)
 		}
 	}
 }

@@ -1,20 +1,21 @@
 -- The indexes that serve queries/ (on by default; `indexes: false` drops
--- them). Each statement is one index, created on the partitioned parent, so
+-- them). Each statement is one index, created on the partitioned parent (the
+-- table that stores the rows: spans_rows under the spans view), so
 -- PostgreSQL builds it on every partition. Their ingest cost is measured by
 -- `make bench` (part "indexes") and reported in the README.
 
 -- The 50 most recent errors: a small partial index, newest first.
-CREATE INDEX IF NOT EXISTS spans_errors_idx ON {{schema}}.spans (start_time DESC) WHERE status_code = 'Error';
+CREATE INDEX IF NOT EXISTS spans_errors_idx ON {{schema}}.spans_rows (start_time DESC) WHERE status_code = 'Error';
 -- A trace by id, and the parent/child join on (trace_id, parent_span_id = span_id).
-CREATE INDEX IF NOT EXISTS spans_trace_span_idx ON {{schema}}.spans (trace_id, span_id);
+CREATE INDEX IF NOT EXISTS spans_trace_span_idx ON {{schema}}.spans_rows (trace_id, span_id);
 -- One service's spans over a time range.
-CREATE INDEX IF NOT EXISTS spans_service_time_idx ON {{schema}}.spans (service_name, start_time);
+CREATE INDEX IF NOT EXISTS spans_service_time_idx ON {{schema}}.spans_rows (service_name, start_time);
 -- Log severity per service over time, and logs of a trace.
-CREATE INDEX IF NOT EXISTS logs_service_severity_time_idx ON {{schema}}.logs (service_name, severity_number, "timestamp");
-CREATE INDEX IF NOT EXISTS logs_trace_idx ON {{schema}}.logs (trace_id) WHERE trace_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS logs_service_severity_time_idx ON {{schema}}.logs_rows (service_name, severity_number, "timestamp");
+CREATE INDEX IF NOT EXISTS logs_trace_idx ON {{schema}}.logs_rows (trace_id) WHERE trace_id IS NOT NULL;
 -- A metric series over time.
-CREATE INDEX IF NOT EXISTS metrics_gauge_series_idx ON {{schema}}.metrics_gauge (metric_name, service_name, "time");
-CREATE INDEX IF NOT EXISTS metrics_sum_series_idx ON {{schema}}.metrics_sum (metric_name, service_name, "time");
-CREATE INDEX IF NOT EXISTS metrics_histogram_series_idx ON {{schema}}.metrics_histogram (metric_name, service_name, "time");
-CREATE INDEX IF NOT EXISTS metrics_exponential_histogram_series_idx ON {{schema}}.metrics_exponential_histogram (metric_name, service_name, "time");
-CREATE INDEX IF NOT EXISTS metrics_summary_series_idx ON {{schema}}.metrics_summary (metric_name, service_name, "time");
+CREATE INDEX IF NOT EXISTS metrics_gauge_series_idx ON {{schema}}.metrics_gauge_rows (metric_name, service_name, "time");
+CREATE INDEX IF NOT EXISTS metrics_sum_series_idx ON {{schema}}.metrics_sum_rows (metric_name, service_name, "time");
+CREATE INDEX IF NOT EXISTS metrics_histogram_series_idx ON {{schema}}.metrics_histogram_rows (metric_name, service_name, "time");
+CREATE INDEX IF NOT EXISTS metrics_exponential_histogram_series_idx ON {{schema}}.metrics_exponential_histogram_rows (metric_name, service_name, "time");
+CREATE INDEX IF NOT EXISTS metrics_summary_series_idx ON {{schema}}.metrics_summary_rows (metric_name, service_name, "time");

@@ -5,10 +5,10 @@
 -- maintenance (through the owner's SECURITY DEFINER function); it cannot
 -- create, alter or drop anything.
 GRANT USAGE ON SCHEMA {{schema}} TO {{role}};
-GRANT INSERT ON {{schema}}.spans, {{schema}}.logs,
-    {{schema}}.metrics_gauge, {{schema}}.metrics_sum, {{schema}}.metrics_histogram,
-    {{schema}}.metrics_exponential_histogram, {{schema}}.metrics_summary,
-    {{schema}}.rejects, {{schema}}.quarantine TO {{role}};
+GRANT INSERT ON {{schema}}.spans_rows, {{schema}}.logs_rows,
+    {{schema}}.metrics_gauge_rows, {{schema}}.metrics_sum_rows, {{schema}}.metrics_histogram_rows,
+    {{schema}}.metrics_exponential_histogram_rows, {{schema}}.metrics_summary_rows,
+    {{schema}}.contexts, {{schema}}.rejects, {{schema}}.quarantine TO {{role}};
 GRANT SELECT, INSERT, DELETE ON {{schema}}.ledger TO {{role}};
 GRANT SELECT ON {{schema}}.schema_version TO {{role}};
 GRANT EXECUTE ON FUNCTION {{schema}}.postgrescopy_maintain(interval, integer, interval) TO {{role}};

@@ -1,0 +1,239 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
+)
+
+// sentinelMaster is the name the test sentinels monitor the primary under.
+const sentinelMaster = "pgct"
+
+// startSentinels starts n throwaway sentinels (redis-server --sentinel, the
+// binary Debian's redis-sentinel package links to) monitoring primary with a
+// quorum of a majority, failing over after 1s of silence, and waits until
+// each knows the replicas and the other sentinels. password, when set, is
+// the sentinels' own (requirepass); the data nodes' is primary's.
+func startSentinels(t *testing.T, primary *redisServer, replicas, n int, password string) []string {
+	t.Helper()
+	var addrs []string
+	for i := range n {
+		addr := freeAddr(t)
+		port := addr[strings.LastIndexByte(addr, ':')+1:]
+		dir := t.TempDir()
+		conf := []string{
+			"port " + port, "bind 127.0.0.1", "daemonize no", "protected-mode no", "dir " + dir, `logfile ""`,
+			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", sentinelMaster, primary.port, n/2+1),
+			fmt.Sprintf("sentinel down-after-milliseconds %s 1000", sentinelMaster),
+			fmt.Sprintf("sentinel failover-timeout %s 10000", sentinelMaster),
+		}
+		if primary.password != "" {
+			conf = append(conf, fmt.Sprintf("sentinel auth-pass %s %s", sentinelMaster, primary.password))
+		}
+		if password != "" {
+			conf = append(conf, "requirepass "+password, "sentinel sentinel-pass "+password)
+		}
+		file := filepath.Join(dir, "sentinel.conf")
+		require.NoError(t, os.WriteFile(file, []byte(strings.Join(conf, "\n")+"\n"), 0o600))
+		cmd := exec.Command("redis-server", file, "--sentinel")
+		require.NoError(t, cmd.Start(), "sentinel %d", i)
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		addrs = append(addrs, addr)
+	}
+	for _, addr := range addrs {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: password})
+		t.Cleanup(func() { sc.Close() })
+		require.Eventually(t, func() bool {
+			reps, err1 := sc.Replicas(context.Background(), sentinelMaster).Result()
+			sens, err2 := sc.Sentinels(context.Background(), sentinelMaster).Result()
+			return err1 == nil && err2 == nil && len(reps) == replicas && len(sens) == n-1
+		}, 30*time.Second, 100*time.Millisecond, "sentinel %s does not see the replicas and the other sentinels", addr)
+	}
+	return addrs
+}
+
+// sentinelPrimary is the primary's address as the first sentinel sees it.
+func sentinelPrimary(t *testing.T, sentinel, password string) string {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel, Password: password})
+	defer sc.Close()
+	a, err := sc.GetMasterAddrByName(context.Background(), sentinelMaster).Result()
+	if err != nil || len(a) != 2 {
+		return ""
+	}
+	return a[0] + ":" + a[1]
+}
+
+// sentinelConfig reaches primary's deployment through sentinels.
+func sentinelConfig(t *testing.T, primary *redisServer, sentinels []string, sentinelPassword string, minReplicas int) (*Config, string) {
+	cfg, schemaName := testConfig(t)
+	cfg = withRedis(cfg, "pgct-sentinel", "")
+	rc := cfg.Redis.Get()
+	rc.Endpoint = ""
+	rc.Password = configopaque.String(primary.password)
+	rc.Sentinel = configoptional.Some(RedisSentinelConfig{
+		MasterName: sentinelMaster, Endpoints: sentinels, Password: configopaque.String(sentinelPassword),
+	})
+	rc.MinReplicas = minReplicas
+	rc.ReplicaTimeout = 2 * time.Second
+	rc.MaxWait = 100 * time.Millisecond
+	// retry_on_failure resends a refused request under its ledger key, as
+	// in a collector; its deadline bounds how long a sender waits.
+	cfg.RetryConfig.Enabled = true
+	cfg.RetryConfig.InitialInterval = 100 * time.Millisecond
+	cfg.RetryConfig.MaxInterval = time.Second
+	cfg.RetryConfig.MaxElapsedTime = 15 * time.Second
+	return cfg, schemaName
+}
+
+// sentinelFailover runs load through the exporter against a primary with one
+// replica behind three sentinels, cuts the replication link for partition
+// (the replica lags by that much: what a slow network or a partition does;
+// on loopback it otherwise trails by well under a millisecond) while
+// PostgreSQL's spans table is locked (the backlog grows), kills the
+// primary with SIGKILL, waits for the sentinels to promote the replica,
+// brings the old primary back (empty: no persistence), which the sentinels
+// make a replica of the new one, and loads on. It returns what reached
+// PostgreSQL.
+func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) chaosVerdict {
+	pool := pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
+	shortStats(t)
+	const dataPassword, sentinelPassword = "data-secret", "sentinel-secret"
+	primary := startRedisServer(t, dataPassword)
+	primary.extra = []string{"--masterauth", dataPassword}
+	link := tcpproxy.Start(t, "127.0.0.1:0", primary.addr())
+	replica := startRedisReplicaVia(t, primary, link.Addr())
+	sentinels := startSentinels(t, primary, 1, 3, sentinelPassword)
+	cfg, schemaName := sentinelConfig(t, primary, sentinels, sentinelPassword, minReplicas)
+	te, _, logs := startObservedTraces(t, cfg)
+	said := logs.FilterMessageSnippet("Redis persistence").All()
+	require.Len(t, said, 1)
+	t.Logf("start-up: %s %v", said[0].Message, said[0].ContextMap())
+	for _, e := range logs.All() {
+		for _, v := range e.ContextMap() {
+			s := fmt.Sprint(v)
+			assert.NotContains(t, s, dataPassword)
+			assert.NotContains(t, s, sentinelPassword)
+		}
+	}
+
+	load := startChaosLoad(te, 4, 20)
+	time.Sleep(3 * time.Second)
+	if partition > 0 {
+		// PostgreSQL slower than the load meanwhile (a lock holds the
+		// writes): what is acknowledged waits in Redis, as in a burst.
+		hold, err := pool.Begin(context.Background())
+		require.NoError(t, err)
+		_, err = hold.Exec(context.Background(), `LOCK TABLE "`+schemaName+`".spans_rows IN EXCLUSIVE MODE`)
+		require.NoError(t, err)
+		link.Stall()
+		time.Sleep(partition)
+		primary.kill(t)
+		require.NoError(t, hold.Rollback(context.Background()))
+	} else {
+		primary.kill(t)
+	}
+	killed := time.Now()
+	require.Eventually(t, func() bool { return sentinelPrimary(t, sentinels[0], sentinelPassword) == replica.addr() },
+		30*time.Second, 100*time.Millisecond, "the sentinels do not promote the replica")
+	t.Logf("sentinels promoted %s %s after the kill", replica.addr(), time.Since(killed).Round(100*time.Millisecond))
+	// Back empty; the sentinels turn it into a replica of the new primary.
+	primary.start(t)
+	newPrimary := replica.client(t)
+	require.Eventually(t, func() bool {
+		info, err := newPrimary.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+	}, 60*time.Second, 100*time.Millisecond, "the old primary does not become a replica of the new one")
+	resumed := time.Now()
+	require.Eventually(t, func() bool { return load.ackedSince(resumed) >= 20 }, 30*time.Second, 50*time.Millisecond,
+		"requests are not acknowledged after the failover: the exporter does not follow the new primary")
+	load.Stop()
+	v := load.verdict(t, schemaName, 60*time.Second)
+	t.Logf("min_replicas %d, replication link cut %s before the kill: %s", minReplicas, partition, v)
+	assert.Zero(t, v.Duplicated, "a span stored twice")
+	return v
+}
+
+// TestRedisSentinelFailoverWithMinReplicasLosesNothing: with min_replicas 1
+// a request is acknowledged only once the replica holds it, so the replica
+// Sentinel promotes after a SIGKILL of the primary has every acknowledged
+// entry, though it lagged 1.5s behind (the requests of that time were
+// refused, retryable): each is stored exactly once.
+func TestRedisSentinelFailoverWithMinReplicasLosesNothing(t *testing.T) {
+	v := sentinelFailover(t, 1, failoverLag)
+	require.Positive(t, v.Acked)
+	assert.Zero(t, v.Missing, "acknowledged spans lost in the failover")
+}
+
+// TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss: without
+// min_replicas replication is asynchronous, and what the primary
+// acknowledged but its replica had not received (1.5s of lag here) is lost
+// in the failover, silently (the README gives the figure measured here).
+// Nothing is stored twice.
+func TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss(t *testing.T) {
+	v := sentinelFailover(t, 0, failoverLag)
+	require.Positive(t, v.Acked)
+	t.Logf("lost in the failover without min_replicas: %d of %d acknowledged spans", v.Missing, v.Acked)
+	// The scenario must lose what the replica lacked, or the test with
+	// min_replicas would prove nothing.
+	assert.Positive(t, v.Missing, "the replica lagged %s: what the primary acknowledged meanwhile must be missing", failoverLag)
+}
+
+// failoverLag is how far the replica lags when its primary is killed.
+const failoverLag = 1500 * time.Millisecond
+
+// TestRedisSentinelStartsWithTheSentinelsPrimary: the durability read at
+// start is the primary's the sentinels name, and a wrong sentinel password
+// refuses the start without showing it.
+func TestRedisSentinelStartsWithTheSentinelsPrimary(t *testing.T) {
+	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
+	primary := startRedisServer(t, "")
+	startRedisReplica(t, primary)
+	sentinels := startSentinels(t, primary, 1, 1, "right-secret")
+	cfg, _ := sentinelConfig(t, primary, sentinels, "right-secret", 1)
+	cfg.Redis.Get().RequireDurability = "replicated"
+	_, _, logs := startObservedTraces(t, cfg)
+	said := logs.FilterMessageSnippet("Redis persistence").All()
+	require.Len(t, said, 1)
+	t.Logf("start-up: %s %v", said[0].Message, said[0].ContextMap())
+	assert.Equal(t, zapcore.InfoLevel, said[0].Level)
+	assert.Equal(t, "replicated", said[0].ContextMap()["durability"])
+	assert.Contains(t, said[0].ContextMap()["redis"], `redis::sentinel master "pgct"`)
+
+	cfg, _ = sentinelConfig(t, primary, sentinels, "wrong-secret", 0)
+	err := startFails(t, cfg)
+	t.Log(err)
+	assert.Contains(t, err.Error(), "redis::sentinel")
+	assert.NotContains(t, err.Error(), "wrong-secret")
+}
+
+// startFails starts an exporter of cfg that must refuse to start.
+func startFails(t *testing.T, cfg *Config) error {
+	t.Helper()
+	te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
+	require.NoError(t, err)
+	err = te.Start(context.Background(), componenttest.NewNopHost())
+	require.NoError(t, te.Shutdown(context.Background()))
+	require.Error(t, err)
+	return err
+}
