@@ -342,7 +342,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	var gen genTotals
 	var genAt time.Time
 	lost := func(reason string) error {
-		n, _ := countRows(context.WithoutCancel(ctx), b.pool, schemaName)
+		n, _ := countSignalRows(context.WithoutCancel(ctx), b.pool, schemaName)
 		res.gen = gen
 		return &errLost{lost: expected - n, msg: fmt.Sprintf("lost %d of %d rows (%d in PostgreSQL) %s; %s; %s",
 			expected-n, expected-base, n-base, reason, gen, why())}
@@ -380,7 +380,7 @@ wait:
 	case <-time.After(2 * time.Second):
 	}
 	res.gen = gen
-	n, err := countRows(ctx, b.pool, schemaName)
+	n, err := countSignalRows(ctx, b.pool, schemaName)
 	if err != nil {
 		return res, fmt.Errorf("count rows: %w", err)
 	}
