@@ -267,6 +267,9 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 	if res.Seconds > 0 {
 		res.RowsPerS = float64(res.Rows) / res.Seconds
 	}
+	for _, m := range res.Minutes {
+		res.PeakRSSMiB = max(res.PeakRSSMiB, m.CollectorRSSMiB)
+	}
 	if stored, err := storedBytes(ctx, adm, sustainedSchema); err == nil {
 		res.StoredGB = float64(stored) / 1e9
 	}
