@@ -156,3 +156,178 @@ func (rep *report) chart() ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// lineSeries is one line of a line chart.
+type lineSeries struct {
+	name string
+	x, y []float64
+}
+
+// lineChart draws series against a shared x axis, the y axis linear from 0
+// or, with logY, logarithmic over the data's decades.
+func lineChart(title string, header []string, xLabel, yLabel string, series []lineSeries, logY bool) ([]byte, error) {
+	const (
+		px     = 2
+		lineH  = 7*px + 8
+		left   = 120
+		right  = 420
+		width  = 1400
+		plotH  = 560
+		margin = 16
+	)
+	top := 12 + 7*3 + 12 + len(header)*lineH + 16
+	height := top + plotH + 3*lineH + 16
+	img := image.NewRGBA(image.Rect(0, 0, width, height))
+	draw.Draw(img, img.Bounds(), image.NewUniform(paper), image.Point{}, draw.Src)
+	fill := func(x0, y0, x1, y1 int, c color.Color) {
+		draw.Draw(img, image.Rect(x0, y0, x1, y1), image.NewUniform(c), image.Point{}, draw.Src)
+	}
+	drawText(img, margin, 12, title, 3, ink)
+	for i, l := range header {
+		drawText(img, margin, 12+7*3+12+i*lineH, l, px, muted)
+	}
+	maxX, minY, maxY := 1.0, math.Inf(1), 0.0
+	for _, s := range series {
+		for i := range s.x {
+			maxX = math.Max(maxX, s.x[i])
+			if s.y[i] > 0 {
+				minY = math.Min(minY, s.y[i])
+				maxY = math.Max(maxY, s.y[i])
+			}
+		}
+	}
+	if maxY == 0 {
+		maxY, minY = 1, 1
+	}
+	plotW := width - left - right
+	bottom := top + plotH
+	var ypos func(v float64) int
+	if logY {
+		lo := math.Pow(10, math.Floor(math.Log10(minY)))
+		hi := math.Pow(10, math.Ceil(math.Log10(maxY)))
+		if hi <= lo {
+			hi = lo * 10
+		}
+		ypos = func(v float64) int {
+			v = math.Max(v, lo)
+			return bottom - int((math.Log10(v)-math.Log10(lo))/(math.Log10(hi)-math.Log10(lo))*plotH)
+		}
+		for d := lo; d <= hi*1.0001; d *= 10 {
+			gy := ypos(d)
+			fill(left, gy, left+plotW, gy+1, grid)
+			s := shortNum(d)
+			if d < 1 {
+				s = strconv.FormatFloat(d, 'g', 3, 64)
+			}
+			drawText(img, left-10-textWidth(s, px), gy-7, s, px, muted)
+		}
+	} else {
+		step := niceStep(maxY, 6)
+		top := math.Ceil(maxY/step) * step
+		ypos = func(v float64) int { return bottom - int(v/top*plotH) }
+		for v := 0.0; v <= top*1.0001; v += step {
+			gy := ypos(v)
+			fill(left, gy, left+plotW, gy+1, grid)
+			s := shortNum(v)
+			drawText(img, left-10-textWidth(s, px), gy-7, s, px, muted)
+		}
+	}
+	xstep := niceStep(maxX, 8)
+	xtop := math.Ceil(maxX/xstep) * xstep
+	xpos := func(v float64) int { return left + int(v/xtop*float64(plotW)) }
+	for v := 0.0; v <= xtop*1.0001; v += xstep {
+		gx := xpos(v)
+		fill(gx, top, gx+1, bottom, grid)
+		s := shortNum(v)
+		drawText(img, gx-textWidth(s, px)/2, bottom+8, s, px, muted)
+	}
+	drawText(img, left+plotW/2-textWidth(xLabel, px)/2, bottom+8+lineH, xLabel, px, muted)
+	drawText(img, margin, top-lineH, yLabel, px, muted)
+	fill(left, top, left+1, bottom, ink)
+	fill(left, bottom, left+plotW, bottom+1, ink)
+
+	line := func(x0, y0, x1, y1 int, c color.Color) {
+		n := max(abs(x1-x0), abs(y1-y0), 1)
+		for i := 0; i <= n; i++ {
+			x := x0 + (x1-x0)*i/n
+			y := y0 + (y1-y0)*i/n
+			fill(x-1, y-1, x+2, y+2, c)
+		}
+	}
+	for si, s := range series {
+		c := scaleColors[si%len(scaleColors)]
+		if si >= len(scaleColors) {
+			// Past the palette: darker shades of it.
+			c = color.RGBA{c.R / 2, c.G / 2, c.B / 2, 0xff}
+		}
+		px0, py0 := -1, -1
+		for i := range s.x {
+			if s.y[i] <= 0 && logY {
+				continue
+			}
+			x, y := xpos(s.x[i]), ypos(s.y[i])
+			fill(x-3, y-3, x+4, y+4, c)
+			if px0 >= 0 {
+				line(px0, py0, x, y, c)
+			}
+			px0, py0 = x, y
+		}
+		ly := top + si*lineH
+		fill(left+plotW+24, ly, left+plotW+38, ly+14, c)
+		label := s.name
+		for textWidth(label, px) > right-60 && len(label) > 4 {
+			label = label[:len(label)-4] + "..."
+		}
+		drawText(img, left+plotW+44, ly, label, px, ink)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// charts draws the sustained run: rows/s against the rows in the tables,
+// and each query's p95 against the same.
+func (r *sustainedResult) charts(machineLine string) (throughput, latency []byte, err error) {
+	header := []string{machineLine}
+	tp := lineSeries{name: "postgrescopy + Redis, rows/s"}
+	for _, m := range r.Minutes {
+		if m.Partial {
+			continue
+		}
+		tp.x = append(tp.x, float64(m.TotalRows))
+		tp.y = append(tp.y, m.RowsPerS)
+	}
+	series := []lineSeries{tp}
+	if c := r.Ceiling; c != nil && c.Status == "ok" && len(tp.x) > 0 {
+		series = append(series, lineSeries{name: "psql \\copy, 2 streams, at the end", x: []float64{tp.x[len(tp.x)-1]}, y: []float64{c.RowsPerS}})
+	}
+	if throughput, err = lineChart("Sustained ingest: rows/s per minute against rows in the tables", header,
+		"rows in the tables", "rows/s", series, false); err != nil {
+		return nil, nil, err
+	}
+	var qs []lineSeries
+	for _, m := range r.Samples {
+		for qi, q := range m.Queries {
+			for len(qs) <= qi {
+				qs = append(qs, lineSeries{})
+			}
+			qs[qi].name = q.Title
+			if q.Runs > 0 {
+				qs[qi].x = append(qs[qi].x, float64(m.AtRows))
+				qs[qi].y = append(qs[qi].y, q.P95Ms)
+			}
+		}
+	}
+	latency, err = lineChart("Query p95 (ms, log scale) against rows in the tables, while ingest runs", header,
+		"rows in the tables", "p95 ms", qs, true)
+	return throughput, latency, err
+}

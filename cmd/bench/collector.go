@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,9 @@ type collectorRun struct {
 	// with pregenerated input, the baseline that input holds.
 	startRSS     int64
 	pregenerated bool
+	// gen is the loadgen receiver's final counts ("Load generation
+	// finished"): its retries and what it dropped.
+	gen genTotals
 	// cpu is what the run cost in CPU per row, over the same window as
 	// elapsed, the collector process as the client.
 	cpu *cpuPerRow
@@ -47,6 +51,36 @@ type collectorRun struct {
 	// each entry's XADD to its commit, in ms.
 	commitAges []int64
 }
+
+// liveRun is the collector run in progress, for a part that samples it.
+type liveRun struct {
+	pid       int
+	committed *atomic.Int64 // rows of the batches the exporter logged as committed
+}
+
+// genTotals is what the loadgen receiver logs when it finishes.
+type genTotals struct {
+	Refused int64 `json:"refused"`
+	Retries int64 `json:"retries"`
+	Dropped int64 `json:"dropped"`
+	seen    bool
+}
+
+func (g genTotals) String() string {
+	if !g.seen {
+		return "the receiver had not finished generating"
+	}
+	return fmt.Sprintf("the receiver resent %d refused batches and dropped %d items", g.Retries, g.Dropped)
+}
+
+// errLost marks a run that ended with rows missing: reported with the count.
+type errLost struct {
+	lost int64
+	msg  string
+}
+
+func (e *errLost) Error() string { return e.msg }
+func (e *errLost) Unwrap() error { return errUnavailable }
 
 // procRSS reads a memory field of /proc/<pid>/status (VmRSS, VmHWM), in
 // bytes; 0 when /proc does not say.
@@ -89,15 +123,22 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 		// would acknowledge data before Redis holds it.
 		exp["sending_queue"] = map[string]any{"enabled": false}
 	}
+	for k, v := range b.exporterExtra {
+		exp[k] = v
+	}
+	lg := map[string]any{
+		"users":           users,
+		"events_per_user": b.events,
+		"seed":            seed,
+		"concurrency":     b.loadgenConcurrency,
+		"pregenerate":     b.pregenerate,
+	}
+	for k, v := range b.loadgenExtra {
+		lg[k] = v
+	}
 	pipeline := map[string]any{"receivers": []string{"loadgen"}, "exporters": []string{"postgrescopy"}}
 	return map[string]any{
-		"receivers": map[string]any{"loadgen": map[string]any{
-			"users":           users,
-			"events_per_user": b.events,
-			"seed":            seed,
-			"concurrency":     b.loadgenConcurrency,
-			"pregenerate":     b.pregenerate,
-		}},
+		"receivers": map[string]any{"loadgen": lg},
 		"exporters": map[string]any{"postgrescopy": exp},
 		"service": map[string]any{
 			"telemetry": map[string]any{
@@ -169,7 +210,10 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	started := make(chan start, 1)
 	// done receives when the batches committed so far hold every row.
 	done := make(chan time.Time, 1)
-	var committed int64
+	// finished receives the receiver's totals when it stops generating.
+	finished := make(chan genTotals, 1)
+	// committed and lastCommit are read by the stall check below.
+	var committed, lastCommit atomic.Int64
 	var (
 		agesMu sync.Mutex
 		ages   []int64
@@ -186,16 +230,32 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 			line := sc.Text()
 			fmt.Fprintln(logFile, line)
 			if strings.Contains(line, `"msg":"batch written"`) {
+				// signal_rows leaves out the context dictionary's rows a
+				// batch carries (ON CONFLICT DO NOTHING: most are not new).
 				var rec struct {
-					Rows int64 `json:"rows"`
+					Rows       int64  `json:"rows"`
+					SignalRows *int64 `json:"signal_rows"`
 				}
 				if json.Unmarshal([]byte(line), &rec) == nil {
-					committed += rec.Rows
-					if committed >= expected-base {
+					if rec.SignalRows != nil {
+						rec.Rows = *rec.SignalRows
+					}
+					lastCommit.Store(time.Now().UnixNano())
+					if committed.Add(rec.Rows) >= expected-base {
 						select {
 						case done <- time.Now():
 						default:
 						}
+					}
+				}
+			}
+			if strings.Contains(line, "Load generation finished") {
+				var g genTotals
+				if json.Unmarshal([]byte(line), &g) == nil {
+					g.seen = true
+					select {
+					case finished <- g:
+					default:
 					}
 				}
 			}
@@ -261,6 +321,8 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	}
 	res.startup = t0.Sub(execAt)
 
+	b.live = &liveRun{pid: cmd.Process.Pid, committed: &committed}
+	defer func() { b.live = nil }()
 	duringCtx, stopDuring := context.WithCancel(ctx)
 	var duringDone sync.WaitGroup
 	if during != nil {
@@ -270,33 +332,67 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 
 	timeout := b.collectorTimeout
 	if timeout == 0 {
-		timeout = 60*time.Second + time.Duration(expected)*time.Second/500
+		timeout = collectorTimeout(expected - base)
 	}
 	// The clock stops when the exporter has logged commits of every row: a
 	// debug line per batch, read as it is written. Polling count(*) instead
 	// cost PostgreSQL CPU during the run and overshot by up to one polling
 	// interval (a tenth of a second and more at 50 users). The rows are
-	// counted in PostgreSQL afterwards.
-	select {
-	case at := <-done:
-		res.elapsed = at.Sub(t0)
-		res.peakRSS = procRSS(cmd.Process.Pid, "VmHWM")
-		res.cpu = cpuBetween(cpuFrom, markCPU(cmd.Process.Pid), clientCollector, expected-base)
-	case <-exited:
-		return res, fmt.Errorf("%w: the collector exited before writing every row (%v): %s", errUnavailable, exitErr, why())
-	case <-ctx.Done():
-		return res, ctx.Err()
-	case <-time.After(time.Until(t0.Add(timeout))):
-		n, _ := countRows(ctx, b.pool, schemaName)
-		return res, fmt.Errorf("%w: %d of %d rows after %s: %s", errUnavailable, n-base, expected-base, timeout.Round(time.Second), why())
+	// counted in PostgreSQL afterwards. A run fails, saying what it lost,
+	// when no batch commits for b.collectorStall, when the receiver has
+	// finished and nothing commits for a few seconds more, or at timeout.
+	lastCommit.Store(t0.UnixNano())
+	check := time.NewTicker(time.Second)
+	defer check.Stop()
+	deadline := t0.Add(timeout)
+	var gen genTotals
+	var genAt time.Time
+	lost := func(reason string) error {
+		n, _ := countSignalRows(context.WithoutCancel(ctx), b.pool, schemaName)
+		res.gen = gen
+		return &errLost{lost: expected - n, msg: fmt.Sprintf("lost %d of %d rows (%d in PostgreSQL) %s; %s; %s",
+			expected-n, expected-base, n-base, reason, gen, why())}
 	}
-	n, err := countRows(ctx, b.pool, schemaName)
+wait:
+	for {
+		select {
+		case at := <-done:
+			res.elapsed = at.Sub(t0)
+			res.peakRSS = procRSS(cmd.Process.Pid, "VmHWM")
+			res.cpu = cpuBetween(cpuFrom, markCPU(cmd.Process.Pid), clientCollector, expected-base)
+			break wait
+		case g := <-finished:
+			gen, genAt = g, time.Now()
+		case <-exited:
+			return res, fmt.Errorf("%w: the collector exited before writing every row (%v): %s", errUnavailable, exitErr, why())
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case now := <-check.C:
+			idle := now.Sub(time.Unix(0, lastCommit.Load()))
+			switch {
+			case now.After(deadline):
+				return res, lost(fmt.Sprintf("after the %s timeout", timeout.Round(time.Second)))
+			case idle > b.collectorStall:
+				return res, lost(fmt.Sprintf("after %s without a commit", idle.Round(time.Second)))
+			case !genAt.IsZero() && gen.Dropped > 0 && idle > 5*time.Second:
+				return res, lost("once generation ended")
+			}
+		}
+	}
+	// A late "finished" line still says what the receiver resent.
+	select {
+	case g := <-finished:
+		gen = g
+	case <-time.After(2 * time.Second):
+	}
+	res.gen = gen
+	n, err := countSignalRows(ctx, b.pool, schemaName)
 	if err != nil {
 		return res, fmt.Errorf("count rows: %w", err)
 	}
 	res.rows = n - base
 	if n < expected {
-		return res, fmt.Errorf("the collector logged every row committed but %d of %d are in PostgreSQL", n-base, expected-base)
+		return res, &errLost{lost: expected - n, msg: fmt.Sprintf("lost %d rows: the collector logged every row committed but %d of %d are in PostgreSQL", expected-n, n-base, expected-base)}
 	}
 	stopDuring()
 	duringDone.Wait()
@@ -307,6 +403,14 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	res.commitAges = append([]int64(nil), ages...)
 	agesMu.Unlock()
 	return res, nil
+}
+
+// collectorTimeout bounds a collector run of rows rows: two minutes plus
+// 5,000 rows a second, a tenth of what the machine's slowest collector run
+// reached (1,000 users: 1.9M rows, 8.3 minutes). Stalls end sooner
+// (-collector-stall).
+func collectorTimeout(rows int64) time.Duration {
+	return 2*time.Minute + time.Duration(rows)*time.Second/5000
 }
 
 // stopProcess ends a process group the bench started: SIGTERM, then SIGKILL

@@ -113,6 +113,18 @@ func countRows(ctx context.Context, pool *pgxpool.Pool, name string) (int64, err
 	return n, err
 }
 
+// countSignalRows counts the rows of the signal tables in name, without the
+// context dictionary: what a collector run is expected to write.
+func countSignalRows(ctx context.Context, pool *pgxpool.Pool, name string) (int64, error) {
+	parts := make([]string, tables.NumSignalTables)
+	for i, t := range tables.Tables[:tables.NumSignalTables] {
+		parts[i] = "(SELECT count(*) FROM " + schema.Qualified(name, t.Store) + ")"
+	}
+	var n int64
+	err := pool.QueryRow(ctx, "SELECT "+strings.Join(parts, " + ")).Scan(&n)
+	return n, err
+}
+
 // setUnlogged turns the workload tables of name into UNLOGGED tables: no WAL,
 // the reference for what durability costs. The tables are partitioned, and
 // PostgreSQL 15 silently ignores SET UNLOGGED on a partitioned parent, so

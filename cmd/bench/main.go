@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,6 +48,12 @@ type bench struct {
 	loadgenConcurrency int
 	pregenerate        bool // collector runs: the loadgen receiver prepares its input before the clock
 	collectorTimeout   time.Duration
+	collectorStall     time.Duration  // a collector run fails after this long without a commit
+	exporterExtra      map[string]any // -exporter-config: merged into every collector run's exporter section
+	loadgenExtra       map[string]any // merged into the loadgen receiver's section (the sustained part)
+	live               *liveRun       // the collector run in progress
+	sus                sustainedFlags
+	databases          []string // created by the bench, dropped at the end
 	bouncerPool        int
 
 	bouncer       *pgbouncer.Server
@@ -95,8 +102,9 @@ func strategies() []strategy {
 var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
 
 // extraParts run only when named: rowcost (what a row costs PostgreSQL under
-// storage variants; docs/benchmarks.md).
-var extraParts = []string{"rowcost"}
+// storage variants; docs/benchmarks.md) and sustained (10M rows, ~15
+// minutes, ~35 GB of disk).
+var extraParts = []string{"rowcost", "sustained"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -153,7 +161,7 @@ func run() int {
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
-	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost)")
+	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained)")
 	fs.StringVar(&rowcostFlag, "rowcost-variants", "", "rowcost part: the variants to measure (default all)")
 	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
@@ -166,8 +174,19 @@ func run() int {
 	fs.IntVar(&b.queryRuns, "query-runs", 5, "timed runs per query in the indexes part (median reported)")
 	fs.IntVar(&b.runs, "runs", 3, "runs of every timed write, interleaved; the fastest is kept (a shared machine is noisy)")
 	fs.IntVar(&b.loadgenConcurrency, "loadgen-concurrency", 2, "loadgen receiver concurrency in the collector runs")
-	fs.BoolVar(&b.pregenerate, "pregenerate", true, "collector runs: the loadgen receiver builds every batch in memory before the clock starts, as the other strategies prepare their rows")
-	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 60s + 2ms per row)")
+	fs.BoolVar(&b.pregenerate, "pregenerate", false, "collector runs: the loadgen receiver builds every batch in memory before the clock starts (about 2.5 KB of collector memory per item: 4.9 GB at 1,000 users); by default it generates while timed")
+	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 2 minutes + 1s per 5,000 rows)")
+	fs.DurationVar(&b.collectorStall, "collector-stall", 60*time.Second, "fail a collector run, saying what it lost, when no batch commits for this long")
+	var exporterExtra, loadgenExtra string
+	fs.StringVar(&loadgenExtra, "loadgen-config", "", `JSON object merged into the loadgen receiver's section of every collector run, e.g. '{"retry_on_failure":{"enabled":false}}'`)
+	fs.StringVar(&exporterExtra, "exporter-config", "", `JSON object merged into the exporter section of every collector run, e.g. '{"sending_queue":{"block_on_overflow":false}}'`)
+	fs.Int64Var(&b.sus.rows, "sustained-rows", 10_000_000, "sustained part: rows to write (rounded up to whole users)")
+	fs.DurationVar(&b.sus.duration, "sustained-duration", 15*time.Minute, "sustained part: the rows must be in within this long (the run stops and fails after it)")
+	fs.DurationVar(&b.sus.interval, "sustained-interval", time.Minute, "sustained part: how often every figure and every query is sampled")
+	fs.Float64Var(&b.sus.rate, "sustained-rate", 0, "sustained part: loadgen items per second (0: as fast as the exporter's backpressure lets it)")
+	fs.IntVar(&b.sus.queryRuns, "sustained-query-runs", 5, "sustained part: runs of each query per round")
+	fs.DurationVar(&b.sus.queryBudget, "sustained-query-budget", 5*time.Second, "sustained part: no further run of a query in a round once its runs took this long")
+	fs.DurationVar(&b.sus.queryTimeout, "sustained-query-timeout", 10*time.Second, "sustained part: statement_timeout of the readers' queries")
 	fs.IntVar(&b.bouncerPool, "pgbouncer-pool", 10, "pgbouncer server connections (default_pool_size) for the 20 client connections")
 	fs.StringVar(&b.collector, "collector", "_build/otelcol-postgrescopy", "the built distribution (make build)")
 	fs.StringVar(&b.redisAddr, "redis", "127.0.0.1:6379", "Redis for the postgrescopy + Redis strategy")
@@ -197,6 +216,22 @@ func run() int {
 	}
 	if err == nil && (b.users < 1 || b.events < 1 || b.readers < 1 || b.queryRuns < 1 || b.runs < 1 || b.loadgenConcurrency < 1 || b.bouncerPool < 1) {
 		err = errors.New("-users, -events, -readers, -query-runs, -runs, -loadgen-concurrency and -pgbouncer-pool must be positive")
+	}
+	if err == nil && loadgenExtra != "" {
+		if err = json.Unmarshal([]byte(loadgenExtra), &b.loadgenExtra); err != nil {
+			err = fmt.Errorf("-loadgen-config: %w", err)
+		}
+	}
+	if err == nil && exporterExtra != "" {
+		if err = json.Unmarshal([]byte(exporterExtra), &b.exporterExtra); err != nil {
+			err = fmt.Errorf("-exporter-config: %w", err)
+		}
+	}
+	if err == nil && (b.sus.rows < 1 || b.sus.duration <= 0 || b.sus.interval <= 0 || b.sus.rate < 0 || b.sus.queryRuns < 1 || b.sus.queryBudget <= 0 || b.sus.queryTimeout <= 0) {
+		err = errors.New("-sustained-rows, -sustained-duration, -sustained-interval and -sustained-query-runs must be positive, -sustained-rate 0 or more")
+	}
+	if err == nil && b.collectorStall <= 0 {
+		err = errors.New("-collector-stall must be positive")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -237,6 +272,9 @@ func run() int {
 	if has("indexes") {
 		total += b.runs + 1
 	}
+	if has("sustained") {
+		total += 2
+	}
 	if has("rowcost") {
 		total += b.runs * len(rowcostVariants())
 	}
@@ -264,7 +302,7 @@ func run() int {
 	}
 	qsFor := func(s string) ([]query, error) { return loadQueries(queriesDir, s) }
 
-	if err := b.runAll(ctx, rep, parts, scale, picked, insertBudget, qsFor); err != nil {
+	if err := b.runAll(ctx, rep, parts, scale, picked, insertBudget, qsFor, queriesDir); err != nil {
 		b.progress.finish()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		if ctx.Err() != nil {
@@ -318,13 +356,14 @@ func (b *bench) close() {
 	b.bouncer.Stop()
 	b.cluster.stop()
 	b.dropSchemas()
+	b.dropDatabases()
 	b.pool.Close()
 	if b.tmp != "" {
 		_ = os.RemoveAll(b.tmp)
 	}
 }
 
-func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale []int, picked []strategy, insertBudget time.Duration, qsFor func(string) ([]query, error)) error {
+func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale []int, picked []strategy, insertBudget time.Duration, qsFor func(string) ([]query, error), queriesDir string) error {
 	has := func(p string) bool { return slices.Contains(parts, p) }
 	datasets := map[int]*dataset{}
 	getDataset := func(users int) (*dataset, error) {
@@ -450,6 +489,13 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 		}
 		rep.Indexes = &ix
 	}
+	if has("sustained") {
+		sr := b.runSustained(ctx, queriesDir)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		rep.Sustained = &sr
+	}
 	if has("rowcost") {
 		ds, err := getDataset(b.users)
 		if err != nil {
@@ -525,9 +571,24 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		}
 	}
 	if s.app != nil {
-		d, cpu, err := b.runApp(ctx, *s.app, ds, schemaName)
+		// Bounded like a collector run: a stalled strategy fails its row.
+		limit := b.collectorTimeout
+		if limit == 0 {
+			limit = collectorTimeout(ds.totalRows())
+		}
+		actx, cancel := context.WithTimeout(ctx, limit)
+		d, cpu, err := b.runApp(actx, *s.app, ds, schemaName)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			n, _ := countRows(ctx, b.pool, schemaName)
+			err = &errLost{lost: ds.totalRows() - n, msg: fmt.Sprintf("lost %d rows: %d of %d written within %s", ds.totalRows()-n, n, ds.totalRows(), limit.Round(time.Second))}
+		}
 		if err != nil {
 			r.Status, r.Note = "failed", err.Error()
+			var l *errLost
+			if errors.As(err, &l) {
+				r.LostRows = l.lost
+			}
 			if s.app.viaPgbouncer && b.bouncerErr != nil {
 				r.Status = "unavailable"
 			}
@@ -567,7 +628,11 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 	run, err := b.runCollector(ctx, schemaName, 0, ds.users, b.seed, prefix, nil)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()
-		if errors.Is(err, errUnavailable) {
+		var l *errLost
+		if errors.As(err, &l) {
+			r.LostRows = l.lost
+			r.Retries, r.Dropped = run.gen.Retries, run.gen.Dropped
+		} else if errors.Is(err, errUnavailable) {
 			r.Status = "unavailable"
 		}
 		b.logf("%s @ %d users: %v", name, ds.users, err)

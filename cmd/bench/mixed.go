@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // queryStats is the latency distribution of one query.
@@ -301,7 +303,9 @@ func (b *bench) runMixed(ctx context.Context, ds *dataset, qsFor func(string) ([
 		if err := preload(); err != nil {
 			return err
 		}
-		cr, err := b.runCollector(ctx, s, ds.totalRows(), b.users, seed, "", d)
+		// The base is the preload's signal rows: runCollector counts those
+		// (the context dictionary holds the same contexts either way).
+		cr, err := b.runCollector(ctx, s, ds.totalRows()-ds.rows[tables.IdxContexts], b.users, seed, "", d)
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,12 @@ type result struct {
 	InputRSSMiB float64 `json:"input_rss_mib,omitempty"`
 	// CPU is what the write cost in CPU per row, by process.
 	CPU *cpuPerRow `json:"cpu_us_per_row,omitempty"`
+	// LostRows is how many rows a failed run left missing.
+	LostRows int64 `json:"lost_rows"`
+	// Retries and Dropped are the loadgen receiver's (collector runs): the
+	// refused batches it resent, and the items it gave up on.
+	Retries int64 `json:"retries"`
+	Dropped int64 `json:"dropped_items"`
 }
 
 func newResult(name string, ds *dataset, d time.Duration) result {
@@ -52,7 +58,8 @@ func timed(name string, users int, rows, bytes int64, d time.Duration) result {
 func collectorResult(name string, users int, rows, bytes int64, run collectorRun) result {
 	r := timed(name, users, rows, bytes, run.elapsed)
 	r.CPU = run.cpu
-	r.Note = fmt.Sprintf("collector start-up %.1fs not counted", run.startup.Seconds())
+	r.Retries, r.Dropped = run.gen.Retries, run.gen.Dropped
+	r.Note = fmt.Sprintf("collector start-up %.1fs not counted; %d refused batches resent", run.startup.Seconds(), run.gen.Retries)
 	if run.peakRSS > 0 {
 		r.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
 		r.Note += fmt.Sprintf("; collector peak RSS %.0f MiB", r.PeakRSSMiB)
@@ -70,15 +77,16 @@ func collectorResult(name string, users int, rows, bytes int64, run collectorRun
 
 // report is everything a run measured; it is written as JSON as is.
 type report struct {
-	Machine    machine         `json:"machine"`
-	Workload   workload        `json:"workload"`
-	Ceiling    []result        `json:"ceiling"`
-	Strategies []result        `json:"strategies"`
-	Targets    []target        `json:"targets,omitempty"`
-	Mixed      *mixedResult    `json:"mixed,omitempty"`
-	Indexes    *indexResult    `json:"indexes,omitempty"`
-	RowCost    []rowcostResult `json:"rowcost,omitempty"`
-	Notes      []string        `json:"notes,omitempty"`
+	Machine    machine          `json:"machine"`
+	Workload   workload         `json:"workload"`
+	Ceiling    []result         `json:"ceiling"`
+	Strategies []result         `json:"strategies"`
+	Targets    []target         `json:"targets,omitempty"`
+	Mixed      *mixedResult     `json:"mixed,omitempty"`
+	Indexes    *indexResult     `json:"indexes,omitempty"`
+	RowCost    []rowcostResult  `json:"rowcost,omitempty"`
+	Sustained  *sustainedResult `json:"sustained,omitempty"`
+	Notes      []string         `json:"notes,omitempty"`
 	// TotalSeconds is the bench's wall time, set-up and clean-up included.
 	TotalSeconds float64 `json:"total_seconds"`
 }
@@ -199,6 +207,10 @@ func (rep *report) markdown() string {
 		}
 	}
 
+	if rep.Sustained != nil {
+		w("%s", rep.Sustained.markdown())
+	}
+
 	if len(rep.RowCost) > 0 {
 		w("%s\n", rowcostMarkdown(rep.RowCost))
 	}
@@ -231,14 +243,32 @@ func (rep *report) write(dir, stamp string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	png, err := rep.chart()
-	if err != nil {
-		return nil, err
+	files := map[string][]byte{".md": []byte(rep.markdown()), ".json": append(js, '\n')}
+	exts := []string{".md", ".json"}
+	latest := "latest"
+	if len(rep.Ceiling)+len(rep.Strategies) > 0 || rep.Mixed != nil || rep.Indexes != nil {
+		png, err := rep.chart()
+		if err != nil {
+			return nil, err
+		}
+		files[".png"] = png
+		exts = append(exts, ".png")
+	} else if rep.Sustained != nil {
+		// A sustained run alone keeps the strategies' latest.* as they are.
+		stamp += "-sustained"
+		latest += "-sustained"
 	}
-	files := map[string][]byte{".md": []byte(rep.markdown()), ".json": append(js, '\n'), ".png": png}
+	if rep.Sustained != nil && len(rep.Sustained.Minutes) > 0 {
+		tp, lat, err := rep.Sustained.charts(rep.Machine.line())
+		if err != nil {
+			return nil, err
+		}
+		files["-throughput.png"], files["-latency.png"] = tp, lat
+		exts = append(exts, "-throughput.png", "-latency.png")
+	}
 	var written []string
-	for _, ext := range []string{".md", ".json", ".png"} {
-		for _, base := range []string{stamp, "latest"} {
+	for _, ext := range exts {
+		for _, base := range []string{stamp, latest} {
 			p := filepath.Join(dir, base+ext)
 			if err := os.WriteFile(p, files[ext], 0o644); err != nil {
 				return written, err

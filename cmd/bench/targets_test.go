@@ -17,19 +17,28 @@ func TestTargets(t *testing.T) {
 		res(preRenderedCopy, 50, 50_000, 0.83),
 		res(plainCopy, 50, 52_000, 0.85),
 		res(targetStrategy, 50, 46_800, 0.78),
-		// No plain COPY at 100 users; a failed run of the target is left out.
+		// No plain COPY at 100 users.
 		res(targetStrategy, 100, 61_000, 0.81),
+		// A failed run of the target fails its scale; so do lost rows.
 		{Key: targetStrategy, Users: 200, Status: "failed"},
+		{Key: "insert-500", Users: 200, Status: "failed", LostRows: 1200},
+		// 1,000 users: the target is 0.85.
+		res(targetStrategy, 1000, 61_000, 0.84),
+		res(plainCopy, 1000, 50_000, 0.7),
+		// A scale without the target strategy and nothing lost is left out.
+		res(plainCopy, 2000, 50_000, 0.7),
 	}
 	got := targets(strategies)
-	if len(got) != 3 {
-		t.Fatalf("got %d targets, want 3: %+v", len(got), got)
+	if len(got) != 5 {
+		t.Fatalf("got %d targets, want 5: %+v", len(got), got)
 	}
 	yes, no := true, false
 	want := []target{
 		{Users: 10, RatioToCeiling: 0.84, MeetsCeiling: true, VsPlainCopy: 1.2, AheadOfCopy: &yes, VsPreRendered: 0.9},
 		{Users: 50, RatioToCeiling: 0.78, MeetsCeiling: false, VsPlainCopy: 0.9, AheadOfCopy: &no, VsPreRendered: 0.936},
 		{Users: 100, RatioToCeiling: 0.81, MeetsCeiling: true},
+		{Users: 200},
+		{Users: 1000, RatioToCeiling: 0.84, MeetsCeiling: false, VsPlainCopy: 1.22, AheadOfCopy: &yes},
 	}
 	for i, w := range want {
 		g := got[i]
@@ -39,8 +48,17 @@ func TestTargets(t *testing.T) {
 			t.Errorf("target %d = %+v, want %+v", i, g, w)
 		}
 	}
+	if got[3].NoRowsLost || got[3].LostRows != 1200 || got[0].LostRows != 0 || !got[0].NoRowsLost {
+		t.Errorf("lost rows: %+v and %+v", got[0], got[3])
+	}
 	md := targetsMarkdown(got)
-	for _, s := range []string{"| 10 | 0.84 | yes | 1.20 | yes | 0.90 |", "| 50 | 0.78 | **no** | 0.90 | **no** | 0.94 |", "| 100 | 0.81 | yes | – | – | – |"} {
+	for _, s := range []string{
+		"| 10 | 0.84 | 0.80 | yes | 1.20 | yes | 0.90 | 0 | yes |",
+		"| 50 | 0.78 | 0.80 | **no** | 0.90 | **no** | 0.94 | 0 | yes |",
+		"| 100 | 0.81 | 0.80 | yes | – | – | – | 0 | yes |",
+		"| 200 | failed | 0.80 | **no** | – | – | – | 1,200 (insert-500) | **no** |",
+		"| 1000 | 0.84 | 0.85 | **no** | 1.22 | yes | – | 0 | yes |",
+	} {
 		if !strings.Contains(md, s) {
 			t.Errorf("Targets section lacks %q:\n%s", s, md)
 		}

@@ -449,13 +449,16 @@ func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer)
 	}
 	if ce := c.logger.Check(zap.DebugLevel, "batch written"); ce != nil {
 		// The client is shared by every signal: the line names its tables.
-		tables := make([]string, 0, len(res))
+		names := make([]string, 0, len(res))
 		for _, r := range res {
 			if r.Rows+r.Rejected > 0 {
-				tables = append(tables, r.Table)
+				names = append(names, r.Table)
 			}
 		}
-		ce.Write(zap.Int("rows", set.TotalRows()), zap.Strings("tables", tables), zap.Duration("duration", time.Since(begin)))
+		// rows counts the context dictionary's rows the batch carries too;
+		// signal_rows only the spans, data points and log records.
+		ce.Write(zap.Int("rows", set.TotalRows()), zap.Int("signal_rows", set.TotalRows()-set.Rows(tables.IdxContexts)),
+			zap.Strings("tables", names), zap.Duration("duration", time.Since(begin)))
 	}
 	return nil
 }

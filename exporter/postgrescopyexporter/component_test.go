@@ -63,9 +63,10 @@ type metadataFile struct {
 	} `yaml:"status"`
 	SendingQueue struct {
 		Overrides struct {
-			QueueSize    int64 `yaml:"queue_size"`
-			NumConsumers int   `yaml:"num_consumers"`
-			Batch        struct {
+			QueueSize       int64 `yaml:"queue_size"`
+			BlockOnOverflow bool  `yaml:"block_on_overflow"`
+			NumConsumers    int   `yaml:"num_consumers"`
+			Batch           struct {
 				MinSize      int64         `yaml:"min_size"`
 				MaxSize      int64         `yaml:"max_size"`
 				FlushTimeout time.Duration `yaml:"flush_timeout"`
@@ -94,6 +95,7 @@ func TestMetadataMatchesCode(t *testing.T) {
 	q := def.Get()
 	o := m.SendingQueue.Overrides
 	assert.Equal(t, o.QueueSize, q.QueueSize)
+	assert.Equal(t, o.BlockOnOverflow, q.BlockOnOverflow)
 	assert.Equal(t, o.NumConsumers, q.NumConsumers)
 	assert.Equal(t, o.Batch.MinSize, q.Batch.Get().MinSize)
 	assert.Equal(t, o.Batch.MaxSize, q.Batch.Get().MaxSize)

@@ -67,6 +67,7 @@ func TestLoadConfig(t *testing.T) {
 	customQueue := exporterhelper.NewDefaultQueueConfig()
 	customQueue.NumConsumers = 3
 	customQueue.QueueSize = 50000
+	customQueue.BlockOnOverflow = true // not in the file: the exporter's default
 	customQueue.Sizer = exporterhelper.RequestSizerTypeItems
 	batch := exporterhelper.NewDefaultBatchConfig()
 	batch.FlushTimeout = time.Second

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configretry"
 )
 
 // Signal names accepted by the signals key.
@@ -64,6 +65,13 @@ type Config struct {
 	// does not pay generation CPU while the clock runs. Same batches, same
 	// order. Default false; needs a load bounded by users, so no duration.
 	Pregenerate bool `mapstructure:"pregenerate"`
+	// retry_on_failure resends a batch the pipeline refused with a
+	// retryable error, as an OTel SDK's OTLP exporter does: exponential
+	// backoff with jitter until max_elapsed_time, then the batch is dropped
+	// (Stats.Dropped). A permanent error drops it at once. Default on, from
+	// 50ms doubling to 2s, for at most 5 minutes: an exporter queue that is
+	// full for longer is a stall, not backpressure.
+	RetryOnFailure configretry.BackOffConfig `mapstructure:"retry_on_failure"`
 }
 
 var _ component.Config = (*Config)(nil)
@@ -77,7 +85,16 @@ func createDefaultConfig() component.Config {
 		Concurrency:     1,
 		Seed:            1,
 		BatchSize:       500,
+		RetryOnFailure:  defaultRetry(),
 	}
+}
+
+func defaultRetry() configretry.BackOffConfig {
+	rc := configretry.NewDefaultBackOffConfig()
+	rc.InitialInterval = 50 * time.Millisecond
+	rc.MaxInterval = 2 * time.Second
+	rc.MaxElapsedTime = 5 * time.Minute
+	return rc
 }
 
 // Validate checks every key and joins all problems.
@@ -124,6 +141,9 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.BatchSize < 1 || cfg.BatchSize > 1_000_000 {
 		errs = append(errs, fmt.Errorf(`"batch_size" must be between 1 and 1000000, got %d`, cfg.BatchSize))
+	}
+	if err := cfg.RetryOnFailure.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf(`"retry_on_failure": %w`, err))
 	}
 	for i, s := range cfg.Signals {
 		switch s {

@@ -25,6 +25,7 @@ func TestDefaultConfig(t *testing.T) {
 		Concurrency:     1,
 		Seed:            1,
 		BatchSize:       500,
+		RetryOnFailure:  defaultRetry(),
 	}, cfg)
 	require.NoError(t, componenttest.CheckConfigStruct(cfg))
 	require.NoError(t, confmap.Validate(cfg))
@@ -53,6 +54,7 @@ func TestLoadConfig(t *testing.T) {
 			Seed:            42,
 			BatchSize:       5000,
 			Signals:         []string{"traces", "logs"},
+			RetryOnFailure:  defaultRetry(),
 		}},
 		{id: component.NewIDWithName(metadata.Type, "pregenerated"), want: func() *Config {
 			cfg := createDefaultConfig().(*Config)

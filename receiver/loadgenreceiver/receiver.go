@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -232,6 +233,8 @@ func snapshotFields(s Snapshot) []zap.Field {
 		zap.Int64("data_points", s.DataPoints),
 		zap.Int64("log_records", s.LogRecords),
 		zap.Int64("refused", s.Refused),
+		zap.Int64("retries", s.Retries),
+		zap.Int64("dropped", s.Dropped),
 		zap.Int64("bytes", s.Bytes),
 		zap.Duration("elapsed", s.Elapsed),
 		zap.Float64("items_per_second", math.Round(float64(s.Items())/secs)),
@@ -355,58 +358,120 @@ func (g *run) work(ctx context.Context, next func() (batch, bool), deadline time
 	}
 }
 
-// send waits for the batch's rate slot and hands it to its pipeline.
+// send waits for the batch's rate slot and hands it to its pipeline,
+// resending it after a retryable refusal as an OTel SDK resends a request
+// (retry_on_failure). The batch is marked read-only first, so a mutating
+// consumer gets a copy (the fanout clones read-only data for it) and what
+// is resent is what was generated.
 func (g *run) send(ctx context.Context, b batch, deadline time.Time) error {
 	if err := g.limiter.wait(ctx, b.n, deadline); err != nil {
 		return err
 	}
+	switch b.signal {
+	case 0:
+		b.td.MarkReadOnly()
+		g.stats.Traces.Add(b.traces)
+		g.stats.Spans.Add(int64(b.n))
+	case 1:
+		b.md.MarkReadOnly()
+		g.stats.DataPoints.Add(int64(b.n))
+	case 2:
+		b.ld.MarkReadOnly()
+		g.stats.LogRecords.Add(int64(b.n))
+	}
+	g.stats.Batches.Add(1)
+	g.stats.Bytes.Add(int64(b.size))
+	rc := g.cfg.RetryOnFailure
+	var (
+		began   time.Time
+		wait    = rc.InitialInterval
+		retried bool
+	)
+	for {
+		err := g.consume(ctx, b)
+		if err == nil {
+			if retried {
+				g.stats.RetriedOK.Add(int64(b.n))
+			}
+			return nil
+		}
+		g.stats.Refused.Add(int64(b.n))
+		give := !rc.Enabled || consumererror.IsPermanent(err) || ctx.Err() != nil
+		if !give && began.IsZero() {
+			began = time.Now()
+		}
+		if !give && rc.MaxElapsedTime > 0 && time.Since(began)+wait > rc.MaxElapsedTime {
+			give = true
+		}
+		g.noteRefusal(err, give)
+		if give {
+			g.stats.Dropped.Add(int64(b.n))
+			if !consumererror.IsPermanent(err) {
+				sleep(ctx, refusedBackoff)
+			}
+			return nil
+		}
+		sleep(ctx, jitter(wait, rc.RandomizationFactor))
+		if ctx.Err() != nil {
+			g.stats.Dropped.Add(int64(b.n))
+			return errStop
+		}
+		g.stats.Retries.Add(1)
+		retried = true
+		wait = min(time.Duration(float64(wait)*max(rc.Multiplier, 1)), rc.MaxInterval)
+	}
+}
+
+// consume is one ConsumeX call with its self-telemetry.
+func (g *run) consume(ctx context.Context, b batch) error {
 	var err error
 	switch b.signal {
 	case 0:
 		octx := g.obs.StartTracesOp(ctx)
 		err = g.traces.ConsumeTraces(octx, b.td)
 		g.obs.EndTracesOp(octx, "loadgen", b.n, err)
-		g.stats.Traces.Add(b.traces)
-		g.stats.Spans.Add(int64(b.n))
 	case 1:
 		octx := g.obs.StartMetricsOp(ctx)
 		err = g.metrics.ConsumeMetrics(octx, b.md)
 		g.obs.EndMetricsOp(octx, "loadgen", b.n, err)
-		g.stats.DataPoints.Add(int64(b.n))
 	case 2:
 		octx := g.obs.StartLogsOp(ctx)
 		err = g.logs.ConsumeLogs(octx, b.ld)
 		g.obs.EndLogsOp(octx, "loadgen", b.n, err)
-		g.stats.LogRecords.Add(int64(b.n))
 	}
-	g.account(ctx, b.n, b.size, err)
-	return nil
+	return err
 }
 
-// refusedBackoff is the pause after a refused batch, so a memory limiter
-// that refuses data is not hammered.
+// jitter spreads d by ±factor, as the SDKs' exponential backoff does.
+func jitter(d time.Duration, factor float64) time.Duration {
+	if factor <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) * (1 - factor + 2*factor*rand.Float64()))
+}
+
+// refusedBackoff is the pause after a batch is given up on, so a memory
+// limiter that keeps refusing is not hammered.
 const refusedBackoff = 100 * time.Millisecond
 
-// account counts a sent batch. A refused batch is dropped, not resent: the
-// pipeline may already have changed it. The error is logged when it
-// changes, not for every batch.
-func (g *run) account(ctx context.Context, n, size int, err error) {
-	g.stats.Batches.Add(1)
-	g.stats.Bytes.Add(int64(size))
-	if err == nil {
+// noteRefusal logs a refusal when its error changes, not for every batch.
+func (g *run) noteRefusal(err error, dropped bool) {
+	msg := err.Error()
+	if dropped {
+		msg = "dropped: " + msg
+	}
+	g.errMu.Lock()
+	changed := msg != g.lastErr
+	g.lastErr = msg
+	g.errMu.Unlock()
+	if !changed {
 		return
 	}
-	g.stats.Refused.Add(int64(n))
-	g.errMu.Lock()
-	changed := err.Error() != g.lastErr
-	g.lastErr = err.Error()
-	g.errMu.Unlock()
-	if changed {
-		g.logger.Warn("Pipeline refused a generated batch; it is dropped (counted in Stats.Refused)", zap.Error(err))
+	if dropped {
+		g.logger.Warn("Pipeline refused a generated batch; it is dropped (counted in Stats.Dropped)", zap.Error(err))
+		return
 	}
-	if !consumererror.IsPermanent(err) {
-		sleep(ctx, refusedBackoff)
-	}
+	g.logger.Info("Pipeline refused a generated batch; resending it with backoff (counted in Stats.Retries)", zap.Error(err))
 }
 
 func sleep(ctx context.Context, d time.Duration) {

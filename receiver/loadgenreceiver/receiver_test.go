@@ -247,6 +247,8 @@ func TestRefusedBatchesAreCounted(t *testing.T) {
 	snap := stats.Snapshot()
 	assert.Equal(t, int64(1900), snap.Items())
 	assert.Equal(t, int64(1900), snap.Refused)
+	assert.Equal(t, int64(1900), snap.Dropped, "a permanent error is not retried")
+	assert.Zero(t, snap.Retries)
 }
 
 func TestFactory(t *testing.T) {
@@ -387,4 +389,58 @@ func TestShutdownDuringPregenerateIsPrompt(t *testing.T) {
 	assert.Less(t, time.Since(began), 2*time.Second)
 	assert.True(t, stats.Finished())
 	assert.Zero(t, stats.Snapshot().Items(), "nothing is sent before preparation ends")
+}
+
+// flaky refuses its first n calls with a retryable error, as an exporter
+// whose queue is full does, then stores what it is given.
+type flaky[T any] struct {
+	mu      sync.Mutex
+	refuse  int
+	calls   int
+	refused int
+	store   func(T)
+}
+
+func (f *flaky[T]) consume(_ context.Context, v T) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.refused < f.refuse {
+		f.refused++
+		return errors.New("sending queue is full")
+	}
+	f.store(v)
+	return nil
+}
+
+// A retryable refusal (an exporter's full queue) is resent with backoff, as
+// an OTel SDK resends: every item arrives, nothing is dropped.
+func TestRetryableRefusalIsResent(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users = 2
+	cfg.RetryOnFailure.InitialInterval = time.Millisecond
+	cfg.RetryOnFailure.MaxInterval = 5 * time.Millisecond
+	s := sinks{new(consumertest.TracesSink), new(consumertest.MetricsSink), new(consumertest.LogsSink)}
+	tc := &flaky[ptrace.Traces]{refuse: 3, store: func(td ptrace.Traces) { _ = s.traces.ConsumeTraces(context.Background(), td) }}
+	mc := &flaky[pmetric.Metrics]{refuse: 2, store: func(md pmetric.Metrics) { _ = s.metrics.ConsumeMetrics(context.Background(), md) }}
+	lc := &flaky[plog.Logs]{refuse: 4, store: func(ld plog.Logs) { _ = s.logs.ConsumeLogs(context.Background(), ld) }}
+	tcons, err := consumer.NewTraces(tc.consume)
+	require.NoError(t, err)
+	mcons, err := consumer.NewMetrics(mc.consume)
+	require.NoError(t, err)
+	lcons, err := consumer.NewLogs(lc.consume)
+	require.NoError(t, err)
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), tcons, mcons, lcons)
+	waitDone(t, stats, 20*time.Second)
+	shutdownAll(t, comps)
+
+	assert.Equal(t, 2*855, s.traces.SpanCount())
+	assert.Equal(t, 2*475, s.metrics.DataPointCount())
+	assert.Equal(t, 2*570, s.logs.LogRecordCount())
+	snap := stats.Snapshot()
+	assert.Equal(t, int64(2*1900), snap.Items(), "each item counted once, resent or not")
+	assert.Positive(t, snap.Refused)
+	checkRetries(t, snap, 3+2+4)
 }

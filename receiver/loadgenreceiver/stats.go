@@ -7,14 +7,18 @@ import (
 )
 
 // Stats counts what a run has handed to the pipeline. A bench reads it while
-// the run goes and waits on Done for the end. Counters include items whose
-// Consume call failed; those are also counted in Refused.
+// the run goes and waits on Done for the end. Spans, DataPoints and
+// LogRecords count each generated item once, resent or not; what the
+// pipeline never accepted is Dropped.
 type Stats struct {
 	Traces     atomic.Int64 // traces begun (a trace split over batches counts once)
 	Spans      atomic.Int64
 	DataPoints atomic.Int64
 	LogRecords atomic.Int64
-	Refused    atomic.Int64 // items whose ConsumeX call returned an error
+	Refused    atomic.Int64 // items of ConsumeX calls that returned an error, every attempt
+	Retries    atomic.Int64 // ConsumeX calls that resent a refused batch
+	RetriedOK  atomic.Int64 // items accepted on a resend
+	Dropped    atomic.Int64 // items given up on: a permanent error, or retries exhausted or off
 	Batches    atomic.Int64 // ConsumeX calls
 	Bytes      atomic.Int64 // OTLP protobuf size of the batches, an estimate of the payload
 
@@ -43,7 +47,7 @@ func (s *Stats) Finished() bool { return s.finished.Load() }
 
 // Snapshot is a copy of the counters at one moment.
 type Snapshot struct {
-	Traces, Spans, DataPoints, LogRecords, Refused, Batches, Bytes int64
+	Traces, Spans, DataPoints, LogRecords, Refused, Retries, RetriedOK, Dropped, Batches, Bytes int64
 	// Elapsed is the run's duration so far, or in all once it has ended.
 	Elapsed  time.Duration
 	Finished bool
@@ -60,6 +64,9 @@ func (s *Stats) Snapshot() Snapshot {
 		DataPoints: s.DataPoints.Load(),
 		LogRecords: s.LogRecords.Load(),
 		Refused:    s.Refused.Load(),
+		Retries:    s.Retries.Load(),
+		RetriedOK:  s.RetriedOK.Load(),
+		Dropped:    s.Dropped.Load(),
 		Batches:    s.Batches.Load(),
 		Bytes:      s.Bytes.Load(),
 		Finished:   s.finished.Load(),

@@ -1,0 +1,869 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
+)
+
+// sustainedFlags are the sustained part's settings.
+type sustainedFlags struct {
+	rows      int64         // rows to write
+	duration  time.Duration // the run fails when they are not in by then
+	interval  time.Duration // one sample of every figure and query
+	rate      float64       // loadgen items/s; 0: as fast as backpressure lets it
+	queryRuns int           // runs of each query per sample
+	// queryBudget: no further run of a query starts in a sample once its
+	// runs took this long; queryTimeout cancels a run (statement_timeout).
+	queryBudget, queryTimeout time.Duration
+}
+
+// Targets of the sustained part (issue 20): ingest does not slow down as
+// the table grows, the collector's memory stays flat, and the queries an
+// on-call engineer runs stay fast on the grown table.
+const (
+	sustainedKeepRate      = 0.8 // last minute's rows/s over the first's
+	sustainedRSSGrowth     = 1.2 // collector RSS, last minute over the second
+	sustainedPointQueryMs  = 5.0
+	sustainedTokenCostMs   = 500.0
+	sustainedBytesPerRow   = 3000 // disk per row for the free-space check: table, indexes, TOAST
+	sustainedDiskOverhead  = 5e9  // WAL (max_wal_size and what a checkpoint holds back) and the ceiling's files
+	queryRecentErrors      = "recent_errors"
+	queryTraceLookup       = "trace_lookup"
+	queryTokenCostLastDay  = "token_cost_24h"
+	traceLookupSQL         = "SELECT * FROM %s.spans WHERE trace_id = $1 ORDER BY start_time"
+	sustainedSchema        = "otel"
+	sustainedQueryDeadline = 2 * time.Minute
+)
+
+// sustainedMinute is one interval of the sustained run.
+type sustainedMinute struct {
+	Minute  int     `json:"minute"`
+	EndS    float64 `json:"end_s"`
+	Partial bool    `json:"partial,omitempty"` // the run ended inside it
+	// Rows were committed in the interval; TotalRows is the table's rows at its end.
+	Rows      int64   `json:"rows"`
+	TotalRows int64   `json:"total_rows"`
+	RowsPerS  float64 `json:"rows_per_s"`
+	// CPU per row committed in the interval; PostgreSQL's excludes the
+	// readers' backends.
+	PostgresUsPerRow  float64 `json:"postgresql_cpu_us_per_row"`
+	CollectorUsPerRow float64 `json:"collector_cpu_us_per_row"`
+	RedisUsPerRow     float64 `json:"redis_cpu_us_per_row"`
+	ReadersCPUSeconds float64 `json:"readers_cpu_s"`
+	// WALBytesPerRow is the server's WAL written in the interval per row
+	// (the whole server: other databases' writes count too).
+	WALBytesPerRow float64 `json:"wal_bytes_per_row"`
+	// StoredBytes is table + index + TOAST of every table at the end of the
+	// interval; StoredBytesPerRow is that over TotalRows.
+	StoredBytes       int64   `json:"stored_bytes"`
+	StoredBytesPerRow float64 `json:"stored_bytes_per_row"`
+	Checkpoints       int64   `json:"checkpoints"`
+	RedisEntries      int64   `json:"redis_backlog_entries"`
+	RedisBytes        int64   `json:"redis_backlog_bytes"`
+	CollectorRSSMiB   float64 `json:"collector_rss_mib"`
+}
+
+// querySample is one round of every query, started at StartS into the run
+// with AtRows rows in the tables.
+type querySample struct {
+	StartS  float64      `json:"start_s"`
+	AtRows  int64        `json:"at_rows"`
+	Seconds float64      `json:"seconds"`
+	Queries []queryStats `json:"queries"`
+}
+
+// sustainedTarget is one checked target of the sustained part.
+type sustainedTarget struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Limit float64 `json:"limit"`
+	Unit  string  `json:"unit"`
+	Met   bool    `json:"met"`
+}
+
+type sustainedResult struct {
+	Status   string `json:"status"`
+	Note     string `json:"note,omitempty"`
+	Database string `json:"database"`
+	Schema   string `json:"schema"`
+	// Users × events_per_user is the planned load.
+	Users        int     `json:"users"`
+	PlannedRows  int64   `json:"planned_rows"`
+	Rows         int64   `json:"rows"`
+	Seconds      float64 `json:"seconds"`
+	RowsPerS     float64 `json:"rows_per_s"`
+	Rate         float64 `json:"loadgen_rate"`
+	DurationMax  float64 `json:"duration_limit_s"`
+	IntervalS    float64 `json:"interval_s"`
+	Readers      int     `json:"readers"`
+	QueryRuns    int     `json:"query_runs_per_sample"`
+	DiskFreeGB   float64 `json:"disk_free_gb"`
+	DiskNeededGB float64 `json:"disk_needed_gb"`
+	StoredGB     float64 `json:"stored_gb"`
+	Retries      int64   `json:"loadgen_retries"`
+	Dropped      int64   `json:"loadgen_dropped_items"`
+	PeakRSSMiB   float64 `json:"collector_peak_rss_mib"`
+
+	Minutes []sustainedMinute `json:"minutes"`
+	// Samples are the query rounds taken while ingest ran, one per
+	// interval (skipped while the previous one still runs).
+	Samples        []querySample `json:"query_samples"`
+	SamplesSkipped int           `json:"query_samples_skipped"`
+	QueryBudgetS   float64       `json:"query_budget_s"`
+	QueryTimeoutS  float64       `json:"query_timeout_s"`
+	// FinalQueries were sampled after the last row, ingest stopped.
+	FinalQueries []queryStats `json:"final_queries,omitempty"`
+	// Ceiling is a \copy of one minute's worth of rows (the last full
+	// minute's) into the grown tables, two streams.
+	Ceiling         *result           `json:"ceiling,omitempty"`
+	CeilingOverLast float64           `json:"ceiling_over_last_minute,omitempty"`
+	Targets         []sustainedTarget `json:"targets"`
+}
+
+// dbURL is base with its database replaced by name.
+func dbURL(base, name string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// diskFree is the free space of the file system holding PostgreSQL's data
+// directory (the server is local), or of dir when the server does not say.
+func (b *bench) diskFree(ctx context.Context, dir string) (float64, string) {
+	var data string
+	if err := b.pool.QueryRow(ctx, "SHOW data_directory").Scan(&data); err == nil {
+		if _, err := os.Stat(data); err == nil {
+			dir = data
+		}
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return -1, dir
+	}
+	return float64(st.Bavail) * float64(st.Bsize), dir
+}
+
+// runSustained writes sus.rows rows through the built collector with Redis
+// into a database of its own, sampling every figure and every query each
+// interval, then times a \copy of a minute's worth into the grown tables,
+// and drops the database.
+func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustainedResult) {
+	sus := b.sus
+	res = sustainedResult{Status: "ok", Schema: sustainedSchema, Rate: sus.rate, DurationMax: sus.duration.Seconds(),
+		IntervalS: sus.interval.Seconds(), Readers: b.readers, QueryRuns: sus.queryRuns,
+		QueryBudgetS: sus.queryBudget.Seconds(), QueryTimeoutS: sus.queryTimeout.Seconds()}
+	res.Users = int((sus.rows + int64(b.events) - 1) / int64(b.events))
+	res.PlannedRows = int64(res.Users) * int64(b.events)
+	fail := func(status, format string, a ...any) sustainedResult {
+		res.Status, res.Note = status, fmt.Sprintf(format, a...)
+		b.logf("sustained: %s: %s", status, res.Note)
+		return res
+	}
+
+	need := float64(res.PlannedRows)*sustainedBytesPerRow + sustainedDiskOverhead
+	free, where := b.diskFree(ctx, b.tmp)
+	res.DiskNeededGB, res.DiskFreeGB = need/1e9, free/1e9
+	if free >= 0 && free < need {
+		return fail("unavailable", "%s rows need about %.0f GB of disk (%d bytes a row in tables, indexes and TOAST, plus %.0f GB of WAL and files); %s has %.0f GB free",
+			num(float64(res.PlannedRows)), need/1e9, sustainedBytesPerRow, sustainedDiskOverhead/1e9, where, free/1e9)
+	}
+	b.logf("sustained: %s rows (%d users) need about %.0f GB of disk; %.0f GB free at %s", num(float64(res.PlannedRows)), res.Users, need/1e9, free/1e9, where)
+	if err := b.redisReachable(ctx); err != nil {
+		return fail("unavailable", "Redis at %s does not answer: %v", b.redisAddr, err)
+	}
+
+	res.Database = b.prefix + "_sustained"
+	if _, err := b.pool.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{res.Database}.Sanitize()); err != nil {
+		return fail("failed", "create database %s: %v", res.Database, err)
+	}
+	b.databases = append(b.databases, res.Database)
+	defer b.dropDatabases()
+	u, err := dbURL(b.url, res.Database)
+	if err != nil {
+		return fail("failed", "-db: %v", err)
+	}
+	adm, err := openPool(ctx, u, 4)
+	if err != nil {
+		return fail("failed", "connect to %s: %v", res.Database, err)
+	}
+	defer adm.Close()
+	restore := b.useServer(u, adm)
+	defer restore()
+
+	qs, err := sustainedQueries(queriesDir)
+	if err != nil {
+		return fail("failed", "%v", err)
+	}
+	readers, err := openReaders(ctx, u, b.readers, sus.queryTimeout)
+	if err != nil {
+		return fail("failed", "readers: %v", err)
+	}
+	defer func() {
+		for _, r := range readers {
+			_ = r.conn.Close(context.Background())
+		}
+	}()
+
+	prefix := b.prefix + "-sustained"
+	defer b.dropRedisKeys(prefix)
+	s := &sampler{b: b, res: &res, adm: adm, readers: readers, qs: qs, prefix: prefix, queryRuns: sus.queryRuns, budget: sus.queryBudget}
+
+	// The load: generated by the collector's loadgen receiver as it goes
+	// (nothing prepared in memory), at sus.rate or as fast as the
+	// exporter's backpressure lets it.
+	oldPre, oldTimeout, oldExtra := b.pregenerate, b.collectorTimeout, b.loadgenExtra
+	b.pregenerate, b.collectorTimeout = false, sus.duration
+	b.loadgenExtra = map[string]any{}
+	for k, v := range oldExtra {
+		b.loadgenExtra[k] = v
+	}
+	if sus.rate > 0 {
+		b.loadgenExtra["rate"] = sus.rate
+	}
+	defer func() { b.pregenerate, b.collectorTimeout, b.loadgenExtra = oldPre, oldTimeout, oldExtra }()
+
+	b.progress.step(fmt.Sprintf("sustained: %s rows through postgrescopy + Redis, sampled every %s", num(float64(res.PlannedRows)), sus.interval))
+	queryCtx, stopQueries := context.WithCancel(ctx)
+	defer stopQueries()
+	run, runErr := b.runCollector(ctx, sustainedSchema, 0, res.Users, b.seed, prefix, func(dctx context.Context) {
+		s.loop(dctx, queryCtx, sus.interval)
+	})
+	s.wait() // the last query sample
+	if ctx.Err() != nil {
+		return fail("failed", "interrupted")
+	}
+	res.Retries, res.Dropped = run.gen.Retries, run.gen.Dropped
+	if n := len(res.Minutes); n > 0 {
+		res.Rows = res.Minutes[n-1].TotalRows
+		res.Seconds = res.Minutes[n-1].EndS
+	}
+	if runErr != nil {
+		res.Status, res.Note = "failed", fmt.Sprintf("%s rows not written within %s: %v", num(float64(res.PlannedRows)), sus.duration, runErr)
+		b.logf("sustained: %s", res.Note)
+	} else {
+		res.Rows, res.Seconds = run.rows, run.elapsed.Seconds()
+		res.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
+	}
+	if res.Seconds > 0 {
+		res.RowsPerS = float64(res.Rows) / res.Seconds
+	}
+	for _, m := range res.Minutes {
+		res.PeakRSSMiB = max(res.PeakRSSMiB, m.CollectorRSSMiB)
+	}
+	if stored, err := storedBytes(ctx, adm, sustainedSchema); err == nil {
+		res.StoredGB = float64(stored) / 1e9
+	}
+
+	b.progress.step("sustained: queries after the last row, and the ceiling on the grown tables")
+	if runErr == nil {
+		res.FinalQueries = s.sampleQueries(ctx)
+		res.Ceiling = b.sustainedCeiling(ctx, &res)
+	}
+	res.Targets = sustainedTargets(&res, int64(sus.rows), sus.duration)
+	return res
+}
+
+// sustainedQueries are queries/ plus the two the sustained targets name
+// that queries/ does not have as such: a trace lookup by id, and the token
+// cost query over the last 24 hours.
+func sustainedQueries(dir string) ([]query, error) {
+	qs, err := loadQueries(dir, sustainedSchema)
+	if err != nil {
+		return nil, err
+	}
+	var cost *query
+	for i := range qs {
+		if qs[i].Name == "token_cost" {
+			cost = &qs[i]
+		}
+	}
+	if cost == nil {
+		return nil, fmt.Errorf("%s has no token_cost.sql for the 24-hour token cost target", dir)
+	}
+	day := *cost
+	day.Name, day.Title = queryTokenCostLastDay, cost.Title+", last 24 hours"
+	if !strings.Contains(day.SQL, "interval '7 days'") {
+		return nil, fmt.Errorf("token_cost.sql has no interval '7 days' to narrow to 24 hours")
+	}
+	day.SQL = strings.ReplaceAll(day.SQL, "interval '7 days'", "interval '24 hours'")
+	qs = append(qs, day, query{Name: queryTraceLookup, Title: "A trace by id",
+		SQL: fmt.Sprintf(traceLookupSQL, pgx.Identifier{sustainedSchema}.Sanitize())})
+	return qs, nil
+}
+
+// reader is one reader connection and its backend's process id, whose CPU
+// is taken out of PostgreSQL's per-row figure.
+type reader struct {
+	conn *pgx.Conn
+	pid  int
+}
+
+// The readers run without parallel workers, whose CPU would land in
+// PostgreSQL's per-row figure (on 2 cores they only take it from ingest),
+// and under statement_timeout.
+func openReaders(ctx context.Context, u string, n int, timeout time.Duration) ([]reader, error) {
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["max_parallel_workers_per_gather"] = "0"
+	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	out := make([]reader, 0, n)
+	for range n {
+		c, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			for _, r := range out {
+				_ = r.conn.Close(ctx)
+			}
+			return nil, err
+		}
+		var pid int
+		if err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			_ = c.Close(ctx)
+			return nil, err
+		}
+		out = append(out, reader{conn: c, pid: pid})
+	}
+	return out, nil
+}
+
+// sampler takes the per-interval figures and the query samples.
+type sampler struct {
+	b         *bench
+	res       *sustainedResult
+	adm       *pgxpool.Pool
+	readers   []reader
+	qs        []query
+	prefix    string
+	queryRuns int
+	budget    time.Duration
+
+	mu       sync.Mutex // res.Minutes, res.Samples
+	querying sync.WaitGroup
+	busy     bool
+}
+
+type mark struct {
+	at          time.Time
+	committed   int64
+	cpu         cpuMark
+	readers     time.Duration
+	wal         int64
+	checkpoints int64
+}
+
+func (s *sampler) mark(ctx context.Context) mark {
+	m := mark{at: time.Now()}
+	if l := s.b.live; l != nil {
+		m.committed = l.committed.Load()
+		m.cpu = markCPU(l.pid)
+	}
+	for _, r := range s.readers {
+		own, _, _ := procTimes(strconv.Itoa(r.pid))
+		m.readers += own
+	}
+	_ = s.adm.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").Scan(&m.wal)
+	_ = s.adm.QueryRow(ctx, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").Scan(&m.checkpoints)
+	return m
+}
+
+// loop samples every interval until ctx ends (the last row is in), then
+// records the partial interval. A query round starts with the run and then
+// every interval (skipped while the previous one still runs); rounds run on
+// queryCtx, so that the one in flight when ingest ends can finish.
+func (s *sampler) loop(ctx, queryCtx context.Context, interval time.Duration) {
+	bg := context.WithoutCancel(ctx)
+	t0 := s.mark(bg)
+	prev := t0
+	s.startSample(queryCtx, t0.at, t0)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if cur := s.mark(bg); cur.at.Sub(prev.at) > interval/6 && cur.committed > prev.committed {
+				s.record(bg, t0, prev, cur, true)
+			}
+			return
+		case <-tick.C:
+			cur := s.mark(bg)
+			s.record(bg, t0, prev, cur, false)
+			prev = cur
+			s.startSample(queryCtx, t0.at, cur)
+		}
+	}
+}
+
+// startSample starts a query round unless one is running.
+func (s *sampler) startSample(ctx context.Context, t0 time.Time, at mark) {
+	s.mu.Lock()
+	if s.busy {
+		s.res.SamplesSkipped++
+		s.mu.Unlock()
+		return
+	}
+	s.busy = true
+	s.mu.Unlock()
+	s.querying.Go(func() {
+		began := time.Now()
+		q := s.sampleQueries(ctx)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.busy = false
+		if ctx.Err() == nil {
+			s.res.Samples = append(s.res.Samples, querySample{StartS: at.at.Sub(t0).Seconds(), AtRows: at.committed,
+				Seconds: time.Since(began).Seconds(), Queries: q})
+		}
+	})
+}
+
+func (s *sampler) wait() { s.querying.Wait() }
+
+// record appends the interval from a to c.
+func (s *sampler) record(ctx context.Context, t0, a, c mark, partial bool) {
+	rows := c.committed - a.committed
+	m := sustainedMinute{EndS: c.at.Sub(t0.at).Seconds(), Partial: partial, Rows: rows, TotalRows: c.committed,
+		ReadersCPUSeconds: (c.readers - a.readers).Seconds(), Checkpoints: c.checkpoints - a.checkpoints}
+	if secs := c.at.Sub(a.at).Seconds(); secs > 0 {
+		m.RowsPerS = float64(rows) / secs
+	}
+	if rows > 0 {
+		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(rows) }
+		m.PostgresUsPerRow = us(c.cpu.postgres - a.cpu.postgres - (c.readers - a.readers))
+		m.CollectorUsPerRow = us(c.cpu.collector - a.cpu.collector)
+		m.RedisUsPerRow = us(c.cpu.redis - a.cpu.redis)
+		m.WALBytesPerRow = float64(c.wal-a.wal) / float64(rows)
+	}
+	if n, err := storedBytes(ctx, s.adm, sustainedSchema); err == nil {
+		m.StoredBytes = n
+		if c.committed > 0 {
+			m.StoredBytesPerRow = float64(n) / float64(c.committed)
+		}
+	}
+	m.RedisEntries, m.RedisBytes = s.redisBacklog(ctx)
+	if l := s.b.live; l != nil {
+		m.CollectorRSSMiB = float64(procRSS(l.pid, "VmRSS")) / (1 << 20)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m.Minute = len(s.res.Minutes) + 1
+	s.res.Minutes = append(s.res.Minutes, m)
+	s.b.logf("sustained: minute %d: %s rows in the table, %s rows/s, PostgreSQL %.1f µs/row, collector %.1f µs/row, WAL %.0f B/row, stored %.0f B/row, %d checkpoints, Redis backlog %d entries, collector RSS %.0f MiB",
+		m.Minute, num(float64(m.TotalRows)), num(m.RowsPerS), m.PostgresUsPerRow, m.CollectorUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints, m.RedisEntries, m.CollectorRSSMiB)
+}
+
+// storedBytes is table + index + TOAST of every table of schemaName.
+func storedBytes(ctx context.Context, pool *pgxpool.Pool, schemaName string) (int64, error) {
+	var n int64
+	err := pool.QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+		FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+		WHERE ns.nspname = $1 AND c.relkind IN ('r', 'm')`, schemaName).Scan(&n)
+	return n, err
+}
+
+// redisBacklog is the entries and payload bytes in the run's three streams.
+func (s *sampler) redisBacklog(ctx context.Context) (entries, bytes int64) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c := newRedisClient(s.b.redisAddr)
+	defer c.Close()
+	for _, sig := range []string{"traces", "metrics", "logs"} {
+		k := coord.KeysFor(s.prefix, sig)
+		if n, err := c.XLen(ctx, k.Stream).Result(); err == nil {
+			entries += n
+		}
+		if n, err := c.Get(ctx, k.Bytes).Int64(); err == nil {
+			bytes += n
+		}
+	}
+	return entries, bytes
+}
+
+// sampleQueries runs every query queryRuns times, reader i taking queries
+// i, i+readers, ...; the trace lookup asks for traces picked at random.
+func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
+	out := make([]queryStats, len(s.qs))
+	// Trace ids to look up: TABLESAMPLE needs a table (the one under the
+	// spans view) and finds nothing in a small one; then the first ones.
+	var ids []any
+	spans := schema.Qualified(sustainedSchema, tables.Tables[tables.IdxSpans].Store)
+	for _, sql := range []string{
+		fmt.Sprintf("SELECT trace_id FROM %s TABLESAMPLE SYSTEM (1) LIMIT %d", spans, s.queryRuns),
+		fmt.Sprintf("SELECT trace_id FROM %s LIMIT %d", spans, s.queryRuns),
+	} {
+		if len(ids) > 0 {
+			break
+		}
+		r, err := s.adm.Query(ctx, sql)
+		if err != nil {
+			s.b.logf("sustained: trace ids: %v", err)
+			continue
+		}
+		for r.Next() {
+			var id [16]byte
+			if r.Scan(&id) == nil {
+				ids = append(ids, id)
+			}
+		}
+		r.Close()
+	}
+	var wg sync.WaitGroup
+	for ri, rd := range s.readers {
+		wg.Go(func() {
+			for qi := ri; qi < len(s.qs); qi += len(s.readers) {
+				q := s.qs[qi]
+				var lat []time.Duration
+				errs, spent := 0, time.Duration(0)
+				for run := range s.queryRuns {
+					if run > 0 && spent >= s.budget {
+						break
+					}
+					var args []any
+					if q.Name == queryTraceLookup {
+						if len(ids) == 0 {
+							break
+						}
+						args = []any{ids[run%len(ids)]}
+					}
+					qctx, cancel := context.WithTimeout(ctx, sustainedQueryDeadline)
+					t0 := time.Now()
+					rows, err := rd.conn.Query(qctx, q.SQL, args...)
+					if err == nil {
+						for rows.Next() {
+						}
+						rows.Close()
+						err = rows.Err()
+					}
+					d := time.Since(t0)
+					spent += d
+					cancel()
+					if err != nil {
+						if ctx.Err() != nil {
+							break
+						}
+						errs++
+						continue
+					}
+					lat = append(lat, d)
+				}
+				out[qi] = summarize(q, lat, errs)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// sustainedCeiling times a \copy of one minute's worth of rows (the last
+// full minute's) into the grown tables with two psql streams.
+func (b *bench) sustainedCeiling(ctx context.Context, res *sustainedResult) *result {
+	var last *sustainedMinute
+	for i := len(res.Minutes) - 1; i >= 0; i-- {
+		if !res.Minutes[i].Partial {
+			last = &res.Minutes[i]
+			break
+		}
+	}
+	r := &result{Name: "psql \\copy, 2 streams, into the grown tables", Kind: "ceiling"}
+	if last == nil || last.Rows == 0 {
+		r.Status, r.Note = "skipped", "no full minute to size it by"
+		return r
+	}
+	users := max(1, int(math.Round(float64(last.Rows)/float64(b.events))))
+	dir := filepath.Join(b.tmp, "sustained-ceiling")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		return r
+	}
+	defer os.RemoveAll(dir)
+	// Another seed: other ids than the rows already in the tables.
+	ds, err := buildDataset(dir, users, b.events, b.seed+1_000_003)
+	if err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		return r
+	}
+	// The context dictionary already holds most of the dataset's contexts:
+	// they go in first, untimed, as the exporter adds them (ON CONFLICT DO
+	// NOTHING); a plain \copy would stop at the first duplicate key.
+	groups := streamFiles(ds, 2)
+	var signalRows int64
+	for gi, g := range groups {
+		kept := g[:0]
+		for _, f := range g {
+			if f.table == tables.IdxContexts {
+				if err := b.loadContexts(ctx, f.path); err != nil {
+					r.Status, r.Note = "failed", err.Error()
+					return r
+				}
+				continue
+			}
+			kept = append(kept, f)
+		}
+		groups[gi] = kept
+	}
+	for t, n := range ds.rows {
+		if t != tables.IdxContexts {
+			signalRows += n
+		}
+	}
+	before, err := countRows(ctx, b.pool, sustainedSchema)
+	if err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		return r
+	}
+	if _, err := b.pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		return r
+	}
+	errs := make(chan error, len(groups))
+	cpuFrom := markCPU(0)
+	start := time.Now()
+	for _, g := range groups {
+		go func() { errs <- b.psqlCopy(ctx, sustainedSchema, g) }()
+	}
+	var first error
+	for range groups {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	elapsed := time.Since(start)
+	cpu := cpuBetween(cpuFrom, markCPU(0), clientChildren, signalRows)
+	if first != nil {
+		r.Status, r.Note = "failed", first.Error()
+		return r
+	}
+	after, err := countRows(ctx, b.pool, sustainedSchema)
+	if err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		return r
+	}
+	if after-before != signalRows {
+		r.Status, r.Note = "failed", fmt.Sprintf("\\copy added %d rows, the dataset has %d", after-before, signalRows)
+		return r
+	}
+	out := timed(r.Name, users, signalRows, ds.totalBytes(), elapsed)
+	out.Kind, out.CPU = "ceiling", cpu
+	out.Note = fmt.Sprintf("%d users, the last full minute's %s rows, into tables holding %s", users, num(float64(last.Rows)), num(float64(before)))
+	res.CeilingOverLast = last.RowsPerS / out.RowsPerS
+	return &out
+}
+
+// loadContexts adds the dictionary rows of a dataset file that the
+// contexts table does not have yet.
+func (b *bench) loadContexts(ctx context.Context, path string) error {
+	t := benchLayout.Table(tables.IdxContexts)
+	cols := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		cols[i] = pgx.Identifier{c}.Sanitize()
+	}
+	list := strings.Join(cols, ", ")
+	dict := schema.Qualified(sustainedSchema, t.Store)
+	cmd := exec.CommandContext(ctx, b.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.url,
+		"-c", "CREATE TEMP TABLE pgcb_contexts AS SELECT * FROM "+dict+" WITH NO DATA",
+		"-c", `\copy pgcb_contexts (`+list+") FROM '"+path+"' WITH (FORMAT binary)",
+		"-c", "INSERT INTO "+dict+" ("+list+") SELECT "+list+" FROM pgcb_contexts ON CONFLICT DO NOTHING")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("contexts: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// sustainedTargets checks the sustained part's targets.
+func sustainedTargets(res *sustainedResult, wantRows int64, within time.Duration) []sustainedTarget {
+	var ts []sustainedTarget
+	add := func(name string, value, limit float64, unit string, met bool) {
+		ts = append(ts, sustainedTarget{Name: name, Value: value, Limit: limit, Unit: unit, Met: met})
+	}
+	add(fmt.Sprintf("rows written within %s", within), float64(res.Rows), float64(wantRows), "rows",
+		res.Status == "ok" && res.Rows >= wantRows)
+	var full []sustainedMinute
+	for _, m := range res.Minutes {
+		if !m.Partial {
+			full = append(full, m)
+		}
+	}
+	if len(full) >= 2 {
+		first, last := full[0], full[len(full)-1]
+		ratio := last.RowsPerS / math.Max(first.RowsPerS, 1)
+		add(fmt.Sprintf("last full minute's rows/s over the first's (%s / %s)", num(last.RowsPerS), num(first.RowsPerS)), ratio, sustainedKeepRate, "×", ratio >= sustainedKeepRate)
+		second := full[1]
+		growth := last.CollectorRSSMiB / math.Max(second.CollectorRSSMiB, 1)
+		add(fmt.Sprintf("collector RSS, last full minute over the second (%.0f / %.0f MiB)", last.CollectorRSSMiB, second.CollectorRSSMiB), growth, sustainedRSSGrowth, "× at most", growth <= sustainedRSSGrowth)
+	} else {
+		add("last full minute's rows/s over the first's", 0, sustainedKeepRate, "×", false)
+		add("collector RSS, last full minute over the second", 0, sustainedRSSGrowth, "× at most", false)
+	}
+	// At the end: the last sample taken while ingest ran.
+	var endQ []queryStats
+	if n := len(res.Samples); n > 0 {
+		endQ = res.Samples[n-1].Queries
+	}
+	p95 := func(name string) (float64, bool) {
+		for _, q := range endQ {
+			if q.Name == name && q.Runs > 0 && q.Errors == 0 {
+				return q.P95Ms, true
+			}
+		}
+		return 0, false
+	}
+	for _, c := range []struct {
+		name, label string
+		limit       float64
+	}{
+		{queryRecentErrors, "the 50 most recent errors, p95 at the end", sustainedPointQueryMs},
+		{queryTraceLookup, "a trace lookup by id, p95 at the end", sustainedPointQueryMs},
+		{queryTokenCostLastDay, "token cost per model, team and day over the last 24 h, p95 at the end", sustainedTokenCostMs},
+	} {
+		v, ok := p95(c.name)
+		add(c.label, v, c.limit, "ms at most", ok && v < c.limit)
+	}
+	return ts
+}
+
+// dropDatabases drops every database the bench created.
+func (b *bench) dropDatabases() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, d := range b.databases {
+		if _, err := b.pool.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{d}.Sanitize()+" WITH (FORCE)"); err != nil {
+			b.logf("cleanup: drop database %s: %v", d, err)
+		}
+	}
+	b.databases = nil
+}
+
+// sustainedMarkdown is the sustained part's section.
+func (r *sustainedResult) markdown() string {
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	w("## Sustained ingest\n\n")
+	rate := "as fast as the exporter's backpressure lets it (no rate limit)"
+	if r.Rate > 0 {
+		rate = fmt.Sprintf("at %s items/s", num(r.Rate))
+	}
+	w("postgrescopy + Redis (the built collector, its defaults: indexes, daily partitions) writing %s rows (%d loadgen users, generated while it runs, %s) into a database of its own, dropped afterwards. ",
+		num(float64(r.PlannedRows)), r.Users, rate)
+	w("Every %s the bench samples the figures below, and %d reader connections run each query %d times (queries/ plus a trace lookup by id and the token cost over 24 hours). ",
+		time.Duration(r.IntervalS*float64(time.Second)), r.Readers, r.QueryRuns)
+	w("Disk: %.0f GB needed, %.0f GB free at the start.\n\n", r.DiskNeededGB, r.DiskFreeGB)
+	if r.Status != "ok" {
+		w("**%s**: %s\n\n", r.Status, r.Note)
+	}
+	if r.Rows > 0 {
+		w("%s rows in %.0f s: %s rows/s on average; %.1f GB stored; the loadgen receiver resent %d refused batches and dropped %d items; collector peak RSS %.0f MiB.\n\n",
+			num(float64(r.Rows)), r.Seconds, num(r.RowsPerS), r.StoredGB, r.Retries, r.Dropped, r.PeakRSSMiB)
+	}
+	if len(r.Targets) > 0 {
+		w("### Sustained targets\n\n| Target | Value | Limit | Met |\n|---|---:|---:|---|\n")
+		for _, t := range r.Targets {
+			w("| %s | %s | %s %s | %s |\n", t.Name, fmtTarget(t.Value), t.Unit, fmtTarget(t.Limit), yesNo(t.Met))
+		}
+		w("\n")
+	}
+	if len(r.Minutes) > 0 {
+		w("### Per minute\n\nCPU per row committed in the minute (PostgreSQL's without the readers' backends); WAL is the whole server's; stored is table + index + TOAST over the rows in the tables.\n\n")
+		w("| Minute | Rows in tables | Rows/s | PostgreSQL CPU µs/row | Collector CPU µs/row | Redis CPU µs/row | WAL B/row | Stored B/row | Checkpoints | Redis backlog (entries, MiB) | Collector RSS MiB |\n")
+		w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for _, m := range r.Minutes {
+			label := strconv.Itoa(m.Minute)
+			if m.Partial {
+				label += " (partial)"
+			}
+			w("| %s | %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f | %d | %d, %.1f | %.0f |\n", label, num(float64(m.TotalRows)), num(m.RowsPerS),
+				m.PostgresUsPerRow, m.CollectorUsPerRow, m.RedisUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints,
+				m.RedisEntries, float64(m.RedisBytes)/(1<<20), m.CollectorRSSMiB)
+		}
+		w("\n")
+	}
+	if len(r.Samples) > 0 {
+		w("### Query latency as the tables grow\n\n")
+		w("p50 / p95 in ms of each round, which starts at that many rows while ingest goes on (%d rounds skipped: the previous one was still running); ", r.SamplesSkipped)
+		w("each query runs up to %d times a round, no new run once its runs took %s, each run cancelled after %s (statement_timeout; counted as an error); readers without parallel workers. *after* is after the last row, ingest stopped.\n\n",
+			r.QueryRuns, time.Duration(r.QueryBudgetS*float64(time.Second)), time.Duration(r.QueryTimeoutS*float64(time.Second)))
+		w("| Query |")
+		for _, m := range r.Samples {
+			w(" %s rows |", shortNum(float64(m.AtRows)))
+		}
+		if len(r.FinalQueries) > 0 {
+			w(" after |")
+		}
+		w("\n|---|")
+		for range r.Samples {
+			w("---:|")
+		}
+		if len(r.FinalQueries) > 0 {
+			w("---:|")
+		}
+		w("\n")
+		for qi, q := range r.Samples[0].Queries {
+			w("| %s |", q.Title)
+			for _, m := range r.Samples {
+				w(" %s |", latCell(m.Queries[qi]))
+			}
+			if qi < len(r.FinalQueries) {
+				w(" %s |", latCell(r.FinalQueries[qi]))
+			}
+			w("\n")
+		}
+		w("\n")
+	}
+	if c := r.Ceiling; c != nil {
+		if c.Status == "ok" {
+			w("**Ceiling on the grown tables:** %s: %s rows in %.2f s, %s rows/s (CPU %s µs/row); the last full minute of ingest ran at %.2f× that.\n\n",
+				c.Name, num(float64(c.Rows)), c.Seconds, num(c.RowsPerS), c.CPU, r.CeilingOverLast)
+			w("%s.\n\n", c.Note)
+		} else {
+			w("**Ceiling on the grown tables:** %s: %s\n\n", c.Status, c.Note)
+		}
+	}
+	return sb.String()
+}
+
+func latCell(q queryStats) string {
+	if q.Runs == 0 {
+		if q.Errors > 0 {
+			return fmt.Sprintf("%d errors", q.Errors)
+		}
+		return "–"
+	}
+	s := fmt.Sprintf("%s / %s", fmtMs(q.P50Ms), fmtMs(q.P95Ms))
+	if q.Errors > 0 {
+		s += fmt.Sprintf(" (%d errors)", q.Errors)
+	}
+	return s
+}
+
+func fmtMs(v float64) string {
+	if v < 10 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return num(v)
+}
+
+func fmtTarget(v float64) string {
+	if v >= 1000 {
+		return num(v)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
