@@ -234,7 +234,8 @@ func joinInts(v []int) string {
 }
 
 // write saves the report as <stamp>.md/.json/.png in dir, and copies them
-// to latest.*.
+// to latest.* (a sustained or row cost run alone: to latest-sustained.* or
+// latest-rowcost.*, under stamps with that suffix or prefix).
 func (rep *report) write(dir, stamp string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -246,7 +247,11 @@ func (rep *report) write(dir, stamp string) ([]string, error) {
 	files := map[string][]byte{".md": []byte(rep.markdown()), ".json": append(js, '\n')}
 	exts := []string{".md", ".json"}
 	latest := "latest"
-	if len(rep.Ceiling)+len(rep.Strategies) > 0 || rep.Mixed != nil || rep.Indexes != nil {
+	if len(rep.RowCost) > 0 && len(rep.Ceiling)+len(rep.Strategies) == 0 && rep.Sustained == nil {
+		// A row cost run alone keeps the strategies' latest.* as they are.
+		stamp = "rowcost-" + stamp
+		latest += "-rowcost"
+	} else if len(rep.Ceiling)+len(rep.Strategies) > 0 || rep.Mixed != nil || rep.Indexes != nil {
 		png, err := rep.chart()
 		if err != nil {
 			return nil, err
