@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
@@ -39,22 +40,7 @@ func TestQueriesReturnRows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	gen, err := loadgenreceiver.NewGenerator(loadgenConfig(2, 1900, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := pgwrite.NewLayoutWriter(pool, name, benchLayout)
-	var b rows.Batch
-	b.SetLayout(benchLayout)
-	for more := true; more; {
-		b.Reset()
-		more = addNext(gen, &b)
-		if b.TotalRows() > 0 {
-			if _, err := w.Write(ctx, &b); err != nil {
-				t.Fatalf("write: %v", err)
-			}
-		}
-	}
+	writeTwoUsers(ctx, t, pool, name)
 
 	// As the exporter's maintenance does: the AI spend rollup takes the rows
 	// written since the schema was prepared (ai_spend shows rows of hours it
@@ -140,22 +126,7 @@ func TestQueriesSameBeforeAndAfterContexts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	gen, err := loadgenreceiver.NewGenerator(loadgenConfig(2, 1900, 1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := pgwrite.NewLayoutWriter(pool, after, benchLayout)
-	var b rows.Batch
-	b.SetLayout(benchLayout)
-	for more := true; more; {
-		b.Reset()
-		more = addNext(gen, &b)
-		if b.TotalRows() > 0 {
-			if _, err := w.Write(ctx, &b); err != nil {
-				t.Fatalf("write: %v", err)
-			}
-		}
-	}
+	writeTwoUsers(ctx, t, pool, after)
 	// The same rows, each with its context, into the version 2 tables.
 	for _, tb := range tables.Tables[:tables.NumSignalTables] {
 		if _, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(before, tb.Name)+" SELECT * FROM "+schema.Qualified(after, tb.Name)); err != nil {
@@ -251,4 +222,26 @@ func viewColumns(tb tables.Table) string {
 		cols = append(cols, "x."+pgx.Identifier{c}.Sanitize())
 	}
 	return strings.Join(cols, ", ")
+}
+
+// writeTwoUsers writes two loadgen users' rows (seed 1) into schemaName
+// through the exporter's writer.
+func writeTwoUsers(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schemaName string) {
+	t.Helper()
+	gen, err := loadgenreceiver.NewGenerator(loadgenConfig(2, 1900, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := pgwrite.NewLayoutWriter(pool, schemaName, benchLayout)
+	var b rows.Batch
+	b.SetLayout(benchLayout)
+	for more := true; more; {
+		b.Reset()
+		more = addNext(gen, &b)
+		if b.TotalRows() > 0 {
+			if _, err := w.Write(ctx, &b); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+		}
+	}
 }

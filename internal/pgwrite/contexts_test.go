@@ -137,21 +137,14 @@ func TestContextsRememberedOnlyOnceCommitted(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	name := poisonSchema(t, pool)
-	s := pgx.Identifier{name}.Sanitize()
-	_, err := pool.Exec(ctx, `CREATE FUNCTION `+s+`.conflict() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NEW.span_name = 'conflict' THEN RAISE EXCEPTION 'simulated' USING ERRCODE = '40001'; END IF;
-  RETURN NEW;
-END $$;
-CREATE TRIGGER conflict BEFORE INSERT ON `+s+`.spans_rows FOR EACH ROW EXECUTE FUNCTION `+s+`.conflict()`)
-	require.NoError(t, err)
+	conflictOnSpanName(t, pool, name)
 	w := NewWriter(pool, name)
 
 	td := spans(5)
 	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(3).SetName("conflict")
 	var b rows.Batch
 	b.AddTraces(td)
-	_, err = w.Write(ctx, &b)
+	_, err := w.Write(ctx, &b)
 	require.Error(t, err)
 	require.Equal(t, Retryable, Classify(err))
 	require.EqualValues(t, 0, pgtest.Count(t, pool, name, "contexts"), "rolled back with the rows")
@@ -164,7 +157,7 @@ CREATE TRIGGER conflict BEFORE INSERT ON `+s+`.spans_rows FOR EACH ROW EXECUTE F
 	}
 	require.EqualValues(t, 1, pgtest.Count(t, pool, name, "contexts"), "one row per context")
 	var missing int64
-	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+s+".spans WHERE resource_attributes IS NULL OR scope_attributes IS NULL").Scan(&missing))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{name, "spans"}.Sanitize()+" WHERE resource_attributes IS NULL OR scope_attributes IS NULL").Scan(&missing))
 	require.EqualValues(t, 0, missing, "every committed row has its context")
 	require.EqualValues(t, 10, pgtest.Count(t, pool, name, "spans"))
 

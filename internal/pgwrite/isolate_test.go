@@ -344,20 +344,13 @@ func TestIsolationStopsOnRetryableError(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	name := poisonSchema(t, pool)
-	s := pgx.Identifier{name}.Sanitize()
-	_, err := pool.Exec(ctx, `CREATE FUNCTION `+s+`.conflict() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NEW.span_name = 'conflict' THEN RAISE EXCEPTION 'simulated' USING ERRCODE = '40001'; END IF;
-  RETURN NEW;
-END $$;
-CREATE TRIGGER conflict BEFORE INSERT ON `+s+`.spans_rows FOR EACH ROW EXECUTE FUNCTION `+s+`.conflict()`)
-	require.NoError(t, err)
+	conflictOnSpanName(t, pool, name)
 
 	td := spans(10, 2)
 	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(7).SetName("conflict")
 	var b rows.Batch
 	b.AddTraces(td)
-	_, err = NewWriter(pool, name).Write(ctx, &b)
+	_, err := NewWriter(pool, name).Write(ctx, &b)
 	require.Error(t, err)
 	require.Equal(t, Retryable, Classify(err))
 	require.Equal(t, "40001", pgCode(err))
@@ -424,4 +417,18 @@ func TestFastPathUnchanged(t *testing.T) {
 	require.Equal(t, []TableResult{{Table: "spans", Rows: 50, Bytes: len(data)}}, res)
 	require.Empty(t, b.Rejects())
 	require.EqualValues(t, 50, pgtest.Count(t, pool, name, "spans"))
+}
+
+// conflictOnSpanName makes schemaName's spans refuse a span named "conflict"
+// with a serialization failure (40001): a retryable error, not a data error.
+func conflictOnSpanName(t *testing.T, pool *pgxpool.Pool, schemaName string) {
+	t.Helper()
+	s := pgx.Identifier{schemaName}.Sanitize()
+	_, err := pool.Exec(context.Background(), `CREATE FUNCTION `+s+`.conflict() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.span_name = 'conflict' THEN RAISE EXCEPTION 'simulated' USING ERRCODE = '40001'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER conflict BEFORE INSERT ON `+s+`.spans_rows FOR EACH ROW EXECUTE FUNCTION `+s+`.conflict()`)
+	require.NoError(t, err)
 }
