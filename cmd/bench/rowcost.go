@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -28,8 +29,9 @@ import (
 // the exporter's encoder wrote them (each row referencing its context, and
 // the contexts), rewritten before the clock into the variant's columns: the
 // "before" variants put each row's context back into its eight columns, as
-// the schema before version 3 stored it. The variants differ only in how
-// they store the rows.
+// the schema before version 3 stored it, with the index set of then (the two
+// per-service indexes included). The variants differ only in how they store
+// the rows.
 
 // rowcostVariant is one way of storing the workload's rows.
 type rowcostVariant struct {
@@ -43,6 +45,9 @@ type rowcostVariant struct {
 	align bool
 	// dropIndexes lists indexes of indexes.sql not created ("*": none).
 	dropIndexes []string
+	// serviceIndexes adds the two per-service indexes of the index set
+	// before schema version 4 (the legacy variants always have them).
+	serviceIndexes bool
 	// options is a storage clause for every leaf partition (WITH (...)).
 	options string
 	// storage is a storage strategy for every jsonb column (SET STORAGE).
@@ -50,12 +55,18 @@ type rowcostVariant struct {
 	// exporter loads the dataset files as they are into the schema the
 	// exporter creates (migrations, promoted columns, indexes, partitions).
 	exporter bool
+	// split, when positive, stores the string values longer than split
+	// bytes of the top-level attribute maps (span_attributes,
+	// log_attributes) outside the jsonb, in a text[] of alternating keys and
+	// values (<column>_long): PostgreSQL lexes every jsonb value a
+	// character at a time, and receives a text one as it is.
+	split int
 }
 
 func rowcostVariants() []rowcostVariant {
 	return []rowcostVariant{
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
-		{key: "after", name: "after: the exporter's schema and rows (schema 3, context dictionary)", exporter: true},
+		{key: "after", name: "after: the exporter's schema and rows (schema 4: context dictionary, no service indexes)", exporter: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
 		{key: "before-tt", name: "before + toast_tuple_target = 8160", legacy: true, options: "toast_tuple_target = 8160"},
 		{key: "before-noidx", name: "before, no query indexes", legacy: true, dropIndexes: []string{"*"}},
@@ -66,14 +77,22 @@ func rowcostVariants() []rowcostVariant {
 		{key: "tt", name: "dictionary + toast_tuple_target = 8160", options: "toast_tuple_target = 8160"},
 		{key: "tt4k", name: "dictionary + toast_tuple_target = 4096", options: "toast_tuple_target = 4096"},
 		{key: "noidx", name: "dictionary, no query indexes", dropIndexes: []string{"*"}},
-		{key: "no-svc", name: "dictionary, without spans (service_name, start_time)", dropIndexes: []string{"spans_service_time_idx"}},
-		{key: "no-trace", name: "dictionary, without spans (trace_id, span_id)", dropIndexes: []string{"spans_trace_span_idx"}},
-		{key: "no-logsvc", name: "dictionary, without logs (service_name, severity, timestamp)", dropIndexes: []string{"logs_service_severity_time_idx"}},
-		{key: "no-svc-logsvc", name: "dictionary, without both service indexes (spans and logs)", dropIndexes: []string{"spans_service_time_idx", "logs_service_severity_time_idx"}},
+		{key: "dict-svc", name: "schema 3 as released: dictionary + both service indexes", serviceIndexes: true},
+		{key: "split256", name: "dictionary + attribute strings over 256 bytes in a text[]", split: 256},
+		{key: "split1k", name: "dictionary + attribute strings over 1 KB in a text[]", split: 1024},
+		{key: "split64", name: "dictionary + attribute strings over 64 bytes in a text[]", split: 64},
 		{key: "no-series", name: "dictionary, without the five metrics (metric_name, service_name, time)", dropIndexes: []string{
 			"metrics_gauge_series_idx", "metrics_sum_series_idx", "metrics_histogram_series_idx",
 			"metrics_exponential_histogram_series_idx", "metrics_summary_series_idx"}},
 	}
+}
+
+// serviceIndexes are the two indexes of the index set up to schema version
+// 3 that version 4 dropped (no query of queries/ uses them): "before" is
+// measured with the index set it was released with.
+var serviceIndexes = [][2]string{
+	{"spans_service_time_idx", "CREATE INDEX spans_service_time_idx ON {{schema}}.spans_rows USING btree (service_name, start_time)"},
+	{"logs_service_severity_time_idx", `CREATE INDEX logs_service_severity_time_idx ON {{schema}}.logs_rows USING btree (service_name, severity_number, "timestamp")`},
 }
 
 // notNullContext are the context columns NOT NULL before schema version 3.
@@ -201,7 +220,7 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 				ddl = append(ddl, "ALTER TABLE "+tq+" ALTER COLUMN "+q(c.name)+" SET COMPRESSION lz4")
 			}
 		}
-		in, err := rewriteRows(ds, tables.IdxContexts, benchLayout.Table(tables.IdxContexts).Columns, nil)
+		in, err := rewriteRows(ds, tables.IdxContexts, benchLayout.Table(tables.IdxContexts).Columns, nil, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -216,6 +235,13 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 			return nil, err
 		}
 		cols := variantColumns(srcCols, v)
+		if v.split > 0 {
+			for _, c := range splitColumns {
+				if slices.ContainsFunc(cols, func(p pgColumn) bool { return p.name == c }) {
+					cols = append(cols, pgColumn{name: c + longSuffix, typ: "text[]", len: -1, align: "i"})
+				}
+			}
+		}
 		defs := make([]string, len(cols))
 		names := make([]string, len(cols))
 		for i, c := range cols {
@@ -249,7 +275,7 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 		if v.legacy {
 			ctxs = dict
 		}
-		in, err := rewriteRows(ds, i, names, ctxs)
+		in, err := rewriteRows(ds, i, names, ctxs, v.split)
 		if err != nil {
 			return nil, err
 		}
@@ -270,6 +296,11 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 	})
 	if err != nil {
 		return nil, err
+	}
+	if (v.legacy || v.serviceIndexes) && !slices.Contains(v.dropIndexes, "*") {
+		for _, d := range serviceIndexes {
+			defs = append(defs, [2]string{d[0], strings.ReplaceAll(d[1], "{{schema}}", q(src))})
+		}
 	}
 	for _, d := range defs {
 		if slices.Contains(v.dropIndexes, "*") || slices.Contains(v.dropIndexes, d[0]) {
@@ -334,7 +365,7 @@ func readContexts(ds *dataset) (map[string][][]byte, error) {
 // with the columns names: a column the exporter's layout has is copied, a
 // context column is its context's field when ctxs is given (the legacy
 // layout) and NULL otherwise (schema 3 keeps them, NULL, for older rows).
-func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte) (rowcostInput, error) {
+func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, split int) (rowcostInput, error) {
 	lt := benchLayout.Table(t)
 	pos := map[string]int{}
 	for i, c := range lt.Columns {
@@ -368,6 +399,19 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte) (
 					return out, fmt.Errorf("%s: a row references a context the dataset lacks", lt.Name)
 				}
 			}
+			if split > 0 {
+				for _, c := range splitColumns {
+					if p, ok := pos[c]; ok {
+						var long []byte
+						if fields[p], long, err = splitLong(fields[p], split); err != nil {
+							r.Close()
+							return out, fmt.Errorf("%s.%s: %w", lt.Name, c, err)
+						}
+						pos[c+longSuffix] = len(fields)
+						fields = append(slices.Clip(fields), long)
+					}
+				}
+			}
 			buf = binary.BigEndian.AppendUint16(buf, uint16(len(names)))
 			for _, n := range names {
 				if p, ok := pos[n]; ok {
@@ -384,6 +428,66 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte) (
 	}
 	out.data = append(buf, copyTrailer...)
 	return out, nil
+}
+
+// splitColumns are the attribute maps the split variants take long strings
+// out of; each gets a text[] column named with longSuffix.
+var splitColumns = []string{"span_attributes", "log_attributes"}
+
+const longSuffix = "_long"
+
+// splitLong takes the top-level string values longer than limit bytes out of
+// a binary COPY jsonb field (version byte 1, then JSON text): it returns the
+// object without them and a binary text[] of their alternating keys and
+// values (nil when there are none), which jsonb_object() turns back into
+// the same pairs.
+func splitLong(field []byte, limit int) ([]byte, []byte, error) {
+	if len(field) < 2 || field[0] != 1 || len(field) <= limit {
+		return field, nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(field[1:], &m); err != nil {
+		return nil, nil, err
+	}
+	var pairs []string
+	keep := []byte{1, '{'}
+	for k, raw := range m {
+		if len(raw) > limit && raw[0] == '"' {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, nil, err
+			}
+			if len(s) > limit {
+				pairs = append(pairs, k, s)
+				continue
+			}
+		}
+		if len(keep) > 2 {
+			keep = append(keep, ',')
+		}
+		kq, _ := json.Marshal(k)
+		keep = append(append(append(keep, kq...), ':'), raw...)
+	}
+	if pairs == nil {
+		return field, nil, nil
+	}
+	keep = append(keep, '}')
+	return keep, textArray(pairs), nil
+}
+
+// textArray is the binary COPY form of a one-dimensional text[].
+func textArray(elems []string) []byte {
+	const textOID = 25
+	b := binary.BigEndian.AppendUint32(nil, 1) // dimensions
+	b = binary.BigEndian.AppendUint32(b, 0)    // no NULLs
+	b = binary.BigEndian.AppendUint32(b, textOID)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(elems)))
+	b = binary.BigEndian.AppendUint32(b, 1) // lower bound
+	for _, e := range elems {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e)))
+		b = append(b, e...)
+	}
+	return b
 }
 
 // backendCPU is the CPU the backend of conn used so far.
