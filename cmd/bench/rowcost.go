@@ -78,6 +78,7 @@ func rowcostVariants() []rowcostVariant {
 		{key: "tt4k", name: "dictionary + toast_tuple_target = 4096", options: "toast_tuple_target = 4096"},
 		{key: "noidx", name: "dictionary, no query indexes", dropIndexes: []string{"*"}},
 		{key: "dict-svc", name: "schema 3 as released: dictionary + both service indexes", serviceIndexes: true},
+		{key: "no-logtrace", name: "dictionary, without logs (trace_id)", dropIndexes: []string{"logs_trace_idx"}},
 		{key: "split256", name: "dictionary + attribute strings over 256 bytes in a text[]", split: 256},
 		{key: "split1k", name: "dictionary + attribute strings over 1 KB in a text[]", split: 1024},
 		{key: "split64", name: "dictionary + attribute strings over 64 bytes in a text[]", split: 64},
@@ -169,8 +170,13 @@ type rowcostResult struct {
 	SpansBytes float64 `json:"spans_bytes_per_row"`
 	LogsUs     float64 `json:"logs_cpu_us_per_row"`
 	LogsBytes  float64 `json:"logs_bytes_per_row"`
-	Status     string  `json:"status"`
-	Note       string  `json:"note,omitempty"`
+	// PairedVsBefore is the median over the runs of this variant's CPU
+	// divided by "before"'s of the same run, minus one: the runs are
+	// interleaved, so a load that comes and goes on a shared machine
+	// weighs on both sides of each ratio.
+	PairedVsBefore *float64 `json:"cpu_vs_before_paired_median,omitempty"`
+	Status         string   `json:"status"`
+	Note           string   `json:"note,omitempty"`
 }
 
 // timeCol is the partition key of each workload table.
@@ -568,6 +574,7 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 		schema string
 		inputs []rowcostInput
 		best   map[string]time.Duration
+		cpu    []time.Duration // every run's, in run order
 	}
 	var ps []*prepared
 	for i, v := range rowcostVariants() {
@@ -604,6 +611,7 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 			if err != nil {
 				return nil, fmt.Errorf("variant %s: %w", p.v.key, err)
 			}
+			p.cpu = append(p.cpu, sum(cpu))
 			if p.best == nil || sum(cpu) < sum(p.best) {
 				p.best = cpu
 			}
@@ -624,6 +632,12 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 		rowsOf[tables.Tables[t].Store] = ds.rows[t]
 		total += ds.rows[t]
 	}
+	var baseCPU []time.Duration
+	for _, p := range ps {
+		if p.v.key == "before" {
+			baseCPU = p.cpu
+		}
+	}
 	for _, p := range ps {
 		sz := sizes[p.v.key]
 		var bytesAll int64
@@ -636,9 +650,31 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 			CPUUsRow: us(sum(p.best), total), BytesRow: float64(bytesAll) / float64(total),
 			SpansUs: us(p.best["spans_rows"], rowsOf["spans_rows"]), SpansBytes: float64(sz["spans_rows"]) / float64(rowsOf["spans_rows"]),
 			LogsUs: us(p.best["logs_rows"], rowsOf["logs_rows"]), LogsBytes: float64(sz["logs_rows"]) / float64(rowsOf["logs_rows"]),
+			PairedVsBefore: pairedMedian(p.cpu, baseCPU),
 		})
 	}
 	return out, nil
+}
+
+// pairedMedian is the median over the runs of cpu[i] / before[i], minus
+// one; nil without a "before" variant.
+func pairedMedian(cpu, before []time.Duration) *float64 {
+	var rs []float64
+	for i := range min(len(cpu), len(before)) {
+		if before[i] > 0 {
+			rs = append(rs, float64(cpu[i])/float64(before[i]))
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	slices.Sort(rs)
+	m := rs[len(rs)/2]
+	if len(rs)%2 == 0 {
+		m = (rs[len(rs)/2-1] + m) / 2
+	}
+	m--
+	return &m
 }
 
 func sum(m map[string]time.Duration) time.Duration {
@@ -651,8 +687,8 @@ func sum(m map[string]time.Duration) time.Duration {
 
 func rowcostMarkdown(rs []rowcostResult) string {
 	var s strings.Builder
-	s.WriteString("## Row cost\n\nPostgreSQL backend CPU µs per row (least of the runs) and bytes per row on disk (heap + TOAST + indexes + dictionary), all tables; then spans and logs alone. Same rows in every variant.\n\n")
-	s.WriteString("| Variant | µs/row | bytes/row | vs before | spans µs | spans bytes | logs µs | logs bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	s.WriteString("## Row cost\n\nPostgreSQL backend CPU µs per row (least of the runs) and bytes per row on disk (heap + TOAST + indexes + dictionary), all tables; then spans and logs alone. Same rows in every variant. *Paired* is the median over the runs of the variant's CPU against before's in the same run (the runs are interleaved).\n\n")
+	s.WriteString("| Variant | µs/row | bytes/row | vs before | paired CPU vs before | spans µs | spans bytes | logs µs | logs bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var base *rowcostResult
 	for i := range rs {
 		if rs[i].Key == "before" {
@@ -664,7 +700,11 @@ func rowcostMarkdown(rs []rowcostResult) string {
 		if base != nil {
 			vs = fmt.Sprintf("%+.0f%% / %+.0f%%", 100*(r.CPUUsRow/base.CPUUsRow-1), 100*(r.BytesRow/base.BytesRow-1))
 		}
-		fmt.Fprintf(&s, "| %s | %.1f | %.0f | %s | %.1f | %.0f | %.1f | %.0f |\n", r.Name, r.CPUUsRow, r.BytesRow, vs, r.SpansUs, r.SpansBytes, r.LogsUs, r.LogsBytes)
+		paired := ""
+		if r.PairedVsBefore != nil {
+			paired = fmt.Sprintf("%+.0f%%", 100**r.PairedVsBefore)
+		}
+		fmt.Fprintf(&s, "| %s | %.1f | %.0f | %s | %s | %.1f | %.0f | %.1f | %.0f |\n", r.Name, r.CPUUsRow, r.BytesRow, vs, paired, r.SpansUs, r.SpansBytes, r.LogsUs, r.LogsBytes)
 	}
 	return s.String()
 }
