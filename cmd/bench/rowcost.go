@@ -61,6 +61,11 @@ type rowcostVariant struct {
 	// values (<column>_long): PostgreSQL lexes every jsonb value a
 	// character at a time, and receives a text one as it is.
 	split int
+	// content, when set, stores the string values of contentKeys (the
+	// GenAI semantic conventions' content attributes) of the same maps in
+	// a text column each instead: what a promoted column with remove: true
+	// per key would do.
+	content bool
 }
 
 func rowcostVariants() []rowcostVariant {
@@ -81,6 +86,7 @@ func rowcostVariants() []rowcostVariant {
 		{key: "no-logtrace", name: "dictionary, without logs (trace_id)", dropIndexes: []string{"logs_trace_idx"}},
 		{key: "split256", name: "dictionary + attribute strings over 256 bytes in a text[]", split: 256},
 		{key: "split1k", name: "dictionary + attribute strings over 1 KB in a text[]", split: 1024},
+		{key: "content", name: "dictionary + the GenAI content attributes (semconv keys) in a text column each", content: true},
 		{key: "split64", name: "dictionary + attribute strings over 64 bytes in a text[]", split: 64},
 		{key: "no-series", name: "dictionary, without the five metrics (metric_name, service_name, time)", dropIndexes: []string{
 			"metrics_gauge_series_idx", "metrics_sum_series_idx", "metrics_histogram_series_idx",
@@ -226,7 +232,7 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 				ddl = append(ddl, "ALTER TABLE "+tq+" ALTER COLUMN "+q(c.name)+" SET COMPRESSION lz4")
 			}
 		}
-		in, err := rewriteRows(ds, tables.IdxContexts, benchLayout.Table(tables.IdxContexts).Columns, nil, 0)
+		in, err := rewriteRows(ds, tables.IdxContexts, benchLayout.Table(tables.IdxContexts).Columns, nil, rowcostVariant{})
 		if err != nil {
 			return nil, err
 		}
@@ -241,10 +247,16 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 			return nil, err
 		}
 		cols := variantColumns(srcCols, v)
-		if v.split > 0 {
-			for _, c := range splitColumns {
-				if slices.ContainsFunc(cols, func(p pgColumn) bool { return p.name == c }) {
-					cols = append(cols, pgColumn{name: c + longSuffix, typ: "text[]", len: -1, align: "i"})
+		for _, c := range splitColumns {
+			if !slices.ContainsFunc(cols, func(p pgColumn) bool { return p.name == c }) {
+				continue
+			}
+			if v.split > 0 {
+				cols = append(cols, pgColumn{name: c + longSuffix, typ: "text[]", len: -1, align: "i"})
+			}
+			if v.content {
+				for _, k := range contentKeys {
+					cols = append(cols, pgColumn{name: contentColumn(k), typ: "text", len: -1, align: "i"})
 				}
 			}
 		}
@@ -281,7 +293,7 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 		if v.legacy {
 			ctxs = dict
 		}
-		in, err := rewriteRows(ds, i, names, ctxs, v.split)
+		in, err := rewriteRows(ds, i, names, ctxs, v)
 		if err != nil {
 			return nil, err
 		}
@@ -371,7 +383,7 @@ func readContexts(ds *dataset) (map[string][][]byte, error) {
 // with the columns names: a column the exporter's layout has is copied, a
 // context column is its context's field when ctxs is given (the legacy
 // layout) and NULL otherwise (schema 3 keeps them, NULL, for older rows).
-func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, split int) (rowcostInput, error) {
+func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, v rowcostVariant) (rowcostInput, error) {
 	lt := benchLayout.Table(t)
 	pos := map[string]int{}
 	for i, c := range lt.Columns {
@@ -405,16 +417,29 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, s
 					return out, fmt.Errorf("%s: a row references a context the dataset lacks", lt.Name)
 				}
 			}
-			if split > 0 {
-				for _, c := range splitColumns {
-					if p, ok := pos[c]; ok {
-						var long []byte
-						if fields[p], long, err = splitLong(fields[p], split); err != nil {
-							r.Close()
-							return out, fmt.Errorf("%s.%s: %w", lt.Name, c, err)
-						}
-						pos[c+longSuffix] = len(fields)
-						fields = append(slices.Clip(fields), long)
+			for _, c := range splitColumns {
+				p, ok := pos[c]
+				if !ok {
+					continue
+				}
+				if v.split > 0 {
+					var long []byte
+					if fields[p], long, err = splitLong(fields[p], v.split); err != nil {
+						r.Close()
+						return out, fmt.Errorf("%s.%s: %w", lt.Name, c, err)
+					}
+					pos[c+longSuffix] = len(fields)
+					fields = append(slices.Clip(fields), long)
+				}
+				if v.content {
+					var vals [][]byte
+					if fields[p], vals, err = splitKeys(fields[p], contentKeys); err != nil {
+						r.Close()
+						return out, fmt.Errorf("%s.%s: %w", lt.Name, c, err)
+					}
+					for j, k := range contentKeys {
+						pos[contentColumn(k)] = len(fields)
+						fields = append(slices.Clip(fields), vals[j])
 					}
 				}
 			}
@@ -479,6 +504,49 @@ func splitLong(field []byte, limit int) ([]byte, []byte, error) {
 	}
 	keep = append(keep, '}')
 	return keep, textArray(pairs), nil
+}
+
+// contentKeys are the GenAI semantic conventions' content attributes: the
+// long strings of a GenAI span or event.
+var contentKeys = []string{"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+	"gen_ai.tool.definitions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"}
+
+// contentColumn is the text column of a content key.
+func contentColumn(key string) string { return strings.ReplaceAll(key, ".", "_") }
+
+// splitKeys takes the string values of keys out of a binary COPY jsonb field:
+// it returns the object without them and each key's value as a binary COPY
+// text field (nil where the key is absent or not a string).
+func splitKeys(field []byte, keys []string) ([]byte, [][]byte, error) {
+	vals := make([][]byte, len(keys))
+	if len(field) < 2 || field[0] != 1 {
+		return field, vals, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(field[1:], &m); err != nil {
+		return nil, nil, err
+	}
+	found := false
+	keep := []byte{1, '{'}
+	for k, raw := range m {
+		if j := slices.Index(keys, k); j >= 0 && raw[0] == '"' {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, nil, err
+			}
+			vals[j], found = []byte(s), true
+			continue
+		}
+		if len(keep) > 2 {
+			keep = append(keep, ',')
+		}
+		kq, _ := json.Marshal(k)
+		keep = append(append(append(keep, kq...), ':'), raw...)
+	}
+	if !found {
+		return field, vals, nil
+	}
+	return append(keep, '}'), vals, nil
 }
 
 // textArray is the binary COPY form of a one-dimensional text[].

@@ -129,3 +129,57 @@ func TestPairedMedian(t *testing.T) {
 		t.Errorf("without before: %v, want nil", *got)
 	}
 }
+
+// TestSplitKeysReadsBackTheSameJSONB: the content variant's text columns,
+// put back with jsonb_build_object, give each row's jsonb again; a content
+// key whose value is not a string stays in the jsonb.
+func TestSplitKeysReadsBackTheSameJSONB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	docs := []string{
+		`{"a": 1}`,
+		`{"gen_ai.input.messages": "[{\"role\": \"user\", \"parts\": [{\"content\": \"h\u00e9\"}]}]", "gen_ai.request.model": "m"}`,
+		`{"gen_ai.output.messages": [{"role": "assistant"}], "gen_ai.tool.call.result": "ok\\n"}`,
+	}
+	keys := []string{"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.result"}
+	buf := slices.Clone(copyHeader)
+	for _, d := range docs {
+		field := append([]byte{1}, d...)
+		kept, vals, err := splitKeys(slices.Clone(field), keys)
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		buf = binary.BigEndian.AppendUint16(buf, uint16(2+len(keys)))
+		buf = appendField(appendField(buf, field), kept)
+		for _, v := range vals {
+			buf = appendField(buf, v)
+		}
+	}
+	buf = append(buf, copyTrailer...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE keys_check (orig jsonb, kept jsonb, c1 text, c2 text, c3 text)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), "COPY keys_check FROM STDIN (FORMAT binary)"); err != nil {
+		t.Fatal(err)
+	}
+	var same, inColumns int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE kept || jsonb_strip_nulls(jsonb_build_object($1::text, c1, $2::text, c2, $3::text, c3)) = orig),
+		count(c1) + count(c2) + count(c3) FROM keys_check`, keys[0], keys[1], keys[2]).Scan(&same, &inColumns); err != nil {
+		t.Fatal(err)
+	}
+	if same != len(docs) {
+		t.Errorf("%d of %d rows read back the same", same, len(docs))
+	}
+	if inColumns != 2 {
+		t.Errorf("%d values in the text columns, want 2 (the messages string, the tool result; not the array)", inColumns)
+	}
+}
