@@ -3,9 +3,10 @@
 -- Answers: for each service and operation, how many spans failed over the
 -- last 24 hours, the error rate, and the most common error.type attribute
 -- (429, 500, 503, timeout, 40P01...), worst rate first.
--- Index: the window's two bounds prune every partition but the recent ones;
--- spans_service_time_idx (service_name, start_time) serves it once a
--- service_name filter is added.
+-- Index: the window's two bounds prune every partition but the recent ones,
+-- which it reads whole; with a service_name filter over a short window, an
+-- index of your own on spans_rows (service_name, start_time) serves it
+-- (README, Indexes).
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
 SELECT service_name,
        span_name,

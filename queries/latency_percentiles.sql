@@ -3,8 +3,9 @@
 -- Answers: how long each operation of each service takes (p50/p95/p99 in
 -- milliseconds) over the last 24 hours, busiest operations first.
 -- Index: the window's two bounds prune every partition but the recent ones
--- (the default partition included); spans_service_time_idx (service_name,
--- start_time) serves it once a service_name filter is added.
+-- (the default partition included), which it reads whole; with a
+-- service_name filter over a short window, an index of your own on
+-- spans_rows (service_name, start_time) serves it (README, Indexes).
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
 SELECT service_name,
        span_name,

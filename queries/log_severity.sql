@@ -2,9 +2,8 @@
 --
 -- Answers: how many log records each service wrote at each severity over the
 -- last 24 hours, and each severity's share of the service's logs.
--- Index: the window's two bounds prune every partition but the recent ones;
--- logs_service_severity_time_idx (service_name, severity_number, "timestamp")
--- can answer it from the index alone once the table is vacuumed.
+-- Index: the window's two bounds prune every partition but the recent ones,
+-- which it reads whole (it counts every record of the window).
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
 SELECT service_name,
        coalesce(severity_text, 'UNSET') AS severity,

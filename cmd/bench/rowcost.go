@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -28,8 +29,9 @@ import (
 // the exporter's encoder wrote them (each row referencing its context, and
 // the contexts), rewritten before the clock into the variant's columns: the
 // "before" variants put each row's context back into its eight columns, as
-// the schema before version 3 stored it. The variants differ only in how
-// they store the rows.
+// the schema before version 3 stored it, with the index set of then (the two
+// per-service indexes included). The variants differ only in how they store
+// the rows.
 
 // rowcostVariant is one way of storing the workload's rows.
 type rowcostVariant struct {
@@ -43,6 +45,9 @@ type rowcostVariant struct {
 	align bool
 	// dropIndexes lists indexes of indexes.sql not created ("*": none).
 	dropIndexes []string
+	// serviceIndexes adds the two per-service indexes of the index set
+	// before schema version 4 (the legacy variants always have them).
+	serviceIndexes bool
 	// options is a storage clause for every leaf partition (WITH (...)).
 	options string
 	// storage is a storage strategy for every jsonb column (SET STORAGE).
@@ -50,12 +55,23 @@ type rowcostVariant struct {
 	// exporter loads the dataset files as they are into the schema the
 	// exporter creates (migrations, promoted columns, indexes, partitions).
 	exporter bool
+	// split, when positive, stores the string values longer than split
+	// bytes of the top-level attribute maps (span_attributes,
+	// log_attributes) outside the jsonb, in a text[] of alternating keys and
+	// values (<column>_long): PostgreSQL lexes every jsonb value a
+	// character at a time, and receives a text one as it is.
+	split int
+	// content, when set, stores the string values of contentKeys (the
+	// GenAI semantic conventions' content attributes) of the same maps in
+	// a text column each instead: what a promoted column with remove: true
+	// per key would do.
+	content bool
 }
 
 func rowcostVariants() []rowcostVariant {
 	return []rowcostVariant{
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
-		{key: "after", name: "after: the exporter's schema and rows (schema 3, context dictionary)", exporter: true},
+		{key: "after", name: "after: the exporter's schema and rows (schema 4: context dictionary, no service indexes)", exporter: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
 		{key: "before-tt", name: "before + toast_tuple_target = 8160", legacy: true, options: "toast_tuple_target = 8160"},
 		{key: "before-noidx", name: "before, no query indexes", legacy: true, dropIndexes: []string{"*"}},
@@ -66,14 +82,24 @@ func rowcostVariants() []rowcostVariant {
 		{key: "tt", name: "dictionary + toast_tuple_target = 8160", options: "toast_tuple_target = 8160"},
 		{key: "tt4k", name: "dictionary + toast_tuple_target = 4096", options: "toast_tuple_target = 4096"},
 		{key: "noidx", name: "dictionary, no query indexes", dropIndexes: []string{"*"}},
-		{key: "no-svc", name: "dictionary, without spans (service_name, start_time)", dropIndexes: []string{"spans_service_time_idx"}},
-		{key: "no-trace", name: "dictionary, without spans (trace_id, span_id)", dropIndexes: []string{"spans_trace_span_idx"}},
-		{key: "no-logsvc", name: "dictionary, without logs (service_name, severity, timestamp)", dropIndexes: []string{"logs_service_severity_time_idx"}},
-		{key: "no-svc-logsvc", name: "dictionary, without both service indexes (spans and logs)", dropIndexes: []string{"spans_service_time_idx", "logs_service_severity_time_idx"}},
+		{key: "dict-svc", name: "schema 3 as released: dictionary + both service indexes", serviceIndexes: true},
+		{key: "no-logtrace", name: "dictionary, without logs (trace_id)", dropIndexes: []string{"logs_trace_idx"}},
+		{key: "split256", name: "dictionary + attribute strings over 256 bytes in a text[]", split: 256},
+		{key: "split1k", name: "dictionary + attribute strings over 1 KB in a text[]", split: 1024},
+		{key: "content", name: "dictionary + the GenAI content attributes (semconv keys) in a text column each", content: true},
+		{key: "split64", name: "dictionary + attribute strings over 64 bytes in a text[]", split: 64},
 		{key: "no-series", name: "dictionary, without the five metrics (metric_name, service_name, time)", dropIndexes: []string{
 			"metrics_gauge_series_idx", "metrics_sum_series_idx", "metrics_histogram_series_idx",
 			"metrics_exponential_histogram_series_idx", "metrics_summary_series_idx"}},
 	}
+}
+
+// serviceIndexes are the two indexes of the index set up to schema version
+// 3 that version 4 dropped (no query of queries/ uses them): "before" is
+// measured with the index set it was released with.
+var serviceIndexes = [][2]string{
+	{"spans_service_time_idx", "CREATE INDEX spans_service_time_idx ON {{schema}}.spans_rows USING btree (service_name, start_time)"},
+	{"logs_service_severity_time_idx", `CREATE INDEX logs_service_severity_time_idx ON {{schema}}.logs_rows USING btree (service_name, severity_number, "timestamp")`},
 }
 
 // notNullContext are the context columns NOT NULL before schema version 3.
@@ -150,8 +176,13 @@ type rowcostResult struct {
 	SpansBytes float64 `json:"spans_bytes_per_row"`
 	LogsUs     float64 `json:"logs_cpu_us_per_row"`
 	LogsBytes  float64 `json:"logs_bytes_per_row"`
-	Status     string  `json:"status"`
-	Note       string  `json:"note,omitempty"`
+	// PairedVsBefore is the median over the runs of this variant's CPU
+	// divided by "before"'s of the same run, minus one: the runs are
+	// interleaved, so a load that comes and goes on a shared machine
+	// weighs on both sides of each ratio.
+	PairedVsBefore *float64 `json:"cpu_vs_before_paired_median,omitempty"`
+	Status         string   `json:"status"`
+	Note           string   `json:"note,omitempty"`
 }
 
 // timeCol is the partition key of each workload table.
@@ -201,7 +232,7 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 				ddl = append(ddl, "ALTER TABLE "+tq+" ALTER COLUMN "+q(c.name)+" SET COMPRESSION lz4")
 			}
 		}
-		in, err := rewriteRows(ds, tables.IdxContexts, benchLayout.Table(tables.IdxContexts).Columns, nil)
+		in, err := rewriteRows(ds, tables.IdxContexts, benchLayout.Table(tables.IdxContexts).Columns, nil, rowcostVariant{})
 		if err != nil {
 			return nil, err
 		}
@@ -216,6 +247,19 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 			return nil, err
 		}
 		cols := variantColumns(srcCols, v)
+		for _, c := range splitColumns {
+			if !slices.ContainsFunc(cols, func(p pgColumn) bool { return p.name == c }) {
+				continue
+			}
+			if v.split > 0 {
+				cols = append(cols, pgColumn{name: c + longSuffix, typ: "text[]", len: -1, align: "i"})
+			}
+			if v.content {
+				for _, k := range contentKeys {
+					cols = append(cols, pgColumn{name: contentColumn(k), typ: "text", len: -1, align: "i"})
+				}
+			}
+		}
 		defs := make([]string, len(cols))
 		names := make([]string, len(cols))
 		for i, c := range cols {
@@ -249,7 +293,7 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 		if v.legacy {
 			ctxs = dict
 		}
-		in, err := rewriteRows(ds, i, names, ctxs)
+		in, err := rewriteRows(ds, i, names, ctxs, v)
 		if err != nil {
 			return nil, err
 		}
@@ -270,6 +314,11 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 	})
 	if err != nil {
 		return nil, err
+	}
+	if (v.legacy || v.serviceIndexes) && !slices.Contains(v.dropIndexes, "*") {
+		for _, d := range serviceIndexes {
+			defs = append(defs, [2]string{d[0], strings.ReplaceAll(d[1], "{{schema}}", q(src))})
+		}
 	}
 	for _, d := range defs {
 		if slices.Contains(v.dropIndexes, "*") || slices.Contains(v.dropIndexes, d[0]) {
@@ -334,7 +383,7 @@ func readContexts(ds *dataset) (map[string][][]byte, error) {
 // with the columns names: a column the exporter's layout has is copied, a
 // context column is its context's field when ctxs is given (the legacy
 // layout) and NULL otherwise (schema 3 keeps them, NULL, for older rows).
-func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte) (rowcostInput, error) {
+func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, v rowcostVariant) (rowcostInput, error) {
 	lt := benchLayout.Table(t)
 	pos := map[string]int{}
 	for i, c := range lt.Columns {
@@ -368,6 +417,32 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte) (
 					return out, fmt.Errorf("%s: a row references a context the dataset lacks", lt.Name)
 				}
 			}
+			for _, c := range splitColumns {
+				p, ok := pos[c]
+				if !ok {
+					continue
+				}
+				if v.split > 0 {
+					var long []byte
+					if fields[p], long, err = splitLong(fields[p], v.split); err != nil {
+						r.Close()
+						return out, fmt.Errorf("%s.%s: %w", lt.Name, c, err)
+					}
+					pos[c+longSuffix] = len(fields)
+					fields = append(slices.Clip(fields), long)
+				}
+				if v.content {
+					var vals [][]byte
+					if fields[p], vals, err = splitKeys(fields[p], contentKeys); err != nil {
+						r.Close()
+						return out, fmt.Errorf("%s.%s: %w", lt.Name, c, err)
+					}
+					for j, k := range contentKeys {
+						pos[contentColumn(k)] = len(fields)
+						fields = append(slices.Clip(fields), vals[j])
+					}
+				}
+			}
 			buf = binary.BigEndian.AppendUint16(buf, uint16(len(names)))
 			for _, n := range names {
 				if p, ok := pos[n]; ok {
@@ -384,6 +459,109 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte) (
 	}
 	out.data = append(buf, copyTrailer...)
 	return out, nil
+}
+
+// splitColumns are the attribute maps the split variants take long strings
+// out of; each gets a text[] column named with longSuffix.
+var splitColumns = []string{"span_attributes", "log_attributes"}
+
+const longSuffix = "_long"
+
+// splitLong takes the top-level string values longer than limit bytes out of
+// a binary COPY jsonb field (version byte 1, then JSON text): it returns the
+// object without them and a binary text[] of their alternating keys and
+// values (nil when there are none), which jsonb_object() turns back into
+// the same pairs.
+func splitLong(field []byte, limit int) ([]byte, []byte, error) {
+	if len(field) < 2 || field[0] != 1 || len(field) <= limit {
+		return field, nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(field[1:], &m); err != nil {
+		return nil, nil, err
+	}
+	var pairs []string
+	keep := []byte{1, '{'}
+	for k, raw := range m {
+		if len(raw) > limit && raw[0] == '"' {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, nil, err
+			}
+			if len(s) > limit {
+				pairs = append(pairs, k, s)
+				continue
+			}
+		}
+		if len(keep) > 2 {
+			keep = append(keep, ',')
+		}
+		kq, _ := json.Marshal(k)
+		keep = append(append(append(keep, kq...), ':'), raw...)
+	}
+	if pairs == nil {
+		return field, nil, nil
+	}
+	keep = append(keep, '}')
+	return keep, textArray(pairs), nil
+}
+
+// contentKeys are the GenAI semantic conventions' content attributes: the
+// long strings of a GenAI span or event.
+var contentKeys = []string{"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions",
+	"gen_ai.tool.definitions", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"}
+
+// contentColumn is the text column of a content key.
+func contentColumn(key string) string { return strings.ReplaceAll(key, ".", "_") }
+
+// splitKeys takes the string values of keys out of a binary COPY jsonb field:
+// it returns the object without them and each key's value as a binary COPY
+// text field (nil where the key is absent or not a string).
+func splitKeys(field []byte, keys []string) ([]byte, [][]byte, error) {
+	vals := make([][]byte, len(keys))
+	if len(field) < 2 || field[0] != 1 {
+		return field, vals, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(field[1:], &m); err != nil {
+		return nil, nil, err
+	}
+	found := false
+	keep := []byte{1, '{'}
+	for k, raw := range m {
+		if j := slices.Index(keys, k); j >= 0 && raw[0] == '"' {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, nil, err
+			}
+			vals[j], found = []byte(s), true
+			continue
+		}
+		if len(keep) > 2 {
+			keep = append(keep, ',')
+		}
+		kq, _ := json.Marshal(k)
+		keep = append(append(append(keep, kq...), ':'), raw...)
+	}
+	if !found {
+		return field, vals, nil
+	}
+	return append(keep, '}'), vals, nil
+}
+
+// textArray is the binary COPY form of a one-dimensional text[].
+func textArray(elems []string) []byte {
+	const textOID = 25
+	b := binary.BigEndian.AppendUint32(nil, 1) // dimensions
+	b = binary.BigEndian.AppendUint32(b, 0)    // no NULLs
+	b = binary.BigEndian.AppendUint32(b, textOID)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(elems)))
+	b = binary.BigEndian.AppendUint32(b, 1) // lower bound
+	for _, e := range elems {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(e)))
+		b = append(b, e...)
+	}
+	return b
 }
 
 // backendCPU is the CPU the backend of conn used so far.
@@ -464,6 +642,7 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 		schema string
 		inputs []rowcostInput
 		best   map[string]time.Duration
+		cpu    []time.Duration // every run's, in run order
 	}
 	var ps []*prepared
 	for i, v := range rowcostVariants() {
@@ -500,6 +679,7 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 			if err != nil {
 				return nil, fmt.Errorf("variant %s: %w", p.v.key, err)
 			}
+			p.cpu = append(p.cpu, sum(cpu))
 			if p.best == nil || sum(cpu) < sum(p.best) {
 				p.best = cpu
 			}
@@ -520,6 +700,12 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 		rowsOf[tables.Tables[t].Store] = ds.rows[t]
 		total += ds.rows[t]
 	}
+	var baseCPU []time.Duration
+	for _, p := range ps {
+		if p.v.key == "before" {
+			baseCPU = p.cpu
+		}
+	}
 	for _, p := range ps {
 		sz := sizes[p.v.key]
 		var bytesAll int64
@@ -532,9 +718,31 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 			CPUUsRow: us(sum(p.best), total), BytesRow: float64(bytesAll) / float64(total),
 			SpansUs: us(p.best["spans_rows"], rowsOf["spans_rows"]), SpansBytes: float64(sz["spans_rows"]) / float64(rowsOf["spans_rows"]),
 			LogsUs: us(p.best["logs_rows"], rowsOf["logs_rows"]), LogsBytes: float64(sz["logs_rows"]) / float64(rowsOf["logs_rows"]),
+			PairedVsBefore: pairedMedian(p.cpu, baseCPU),
 		})
 	}
 	return out, nil
+}
+
+// pairedMedian is the median over the runs of cpu[i] / before[i], minus
+// one; nil without a "before" variant.
+func pairedMedian(cpu, before []time.Duration) *float64 {
+	var rs []float64
+	for i := range min(len(cpu), len(before)) {
+		if before[i] > 0 {
+			rs = append(rs, float64(cpu[i])/float64(before[i]))
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	slices.Sort(rs)
+	m := rs[len(rs)/2]
+	if len(rs)%2 == 0 {
+		m = (rs[len(rs)/2-1] + m) / 2
+	}
+	m--
+	return &m
 }
 
 func sum(m map[string]time.Duration) time.Duration {
@@ -547,8 +755,8 @@ func sum(m map[string]time.Duration) time.Duration {
 
 func rowcostMarkdown(rs []rowcostResult) string {
 	var s strings.Builder
-	s.WriteString("## Row cost\n\nPostgreSQL backend CPU µs per row (least of the runs) and bytes per row on disk (heap + TOAST + indexes + dictionary), all tables; then spans and logs alone. Same rows in every variant.\n\n")
-	s.WriteString("| Variant | µs/row | bytes/row | vs before | spans µs | spans bytes | logs µs | logs bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	s.WriteString("## Row cost\n\nPostgreSQL backend CPU µs per row (least of the runs) and bytes per row on disk (heap + TOAST + indexes + dictionary), all tables; then spans and logs alone. Same rows in every variant. *Paired* is the median over the runs of the variant's CPU against before's in the same run (the runs are interleaved).\n\n")
+	s.WriteString("| Variant | µs/row | bytes/row | vs before | paired CPU vs before | spans µs | spans bytes | logs µs | logs bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var base *rowcostResult
 	for i := range rs {
 		if rs[i].Key == "before" {
@@ -560,7 +768,11 @@ func rowcostMarkdown(rs []rowcostResult) string {
 		if base != nil {
 			vs = fmt.Sprintf("%+.0f%% / %+.0f%%", 100*(r.CPUUsRow/base.CPUUsRow-1), 100*(r.BytesRow/base.BytesRow-1))
 		}
-		fmt.Fprintf(&s, "| %s | %.1f | %.0f | %s | %.1f | %.0f | %.1f | %.0f |\n", r.Name, r.CPUUsRow, r.BytesRow, vs, r.SpansUs, r.SpansBytes, r.LogsUs, r.LogsBytes)
+		paired := ""
+		if r.PairedVsBefore != nil {
+			paired = fmt.Sprintf("%+.0f%%", 100**r.PairedVsBefore)
+		}
+		fmt.Fprintf(&s, "| %s | %.1f | %.0f | %s | %s | %.1f | %.0f | %.1f | %.0f |\n", r.Name, r.CPUUsRow, r.BytesRow, vs, paired, r.SpansUs, r.SpansBytes, r.LogsUs, r.LogsBytes)
 	}
 	return s.String()
 }

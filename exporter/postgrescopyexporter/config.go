@@ -68,9 +68,9 @@ type Config struct {
 	// Default "".
 	Distribution string `mapstructure:"distribution"`
 	// indexes keeps the index set that serves queries/ (recent errors, trace
-	// lookup, parent/child, per-service time range, metric series, log
-	// severity). Default true; false drops it (faster ingest, slower queries).
-	// Applied only with create_schema: true.
+	// lookup, parent/child, logs of a trace, metric series). Default true;
+	// false drops it (faster ingest, slower queries). Applied only with
+	// create_schema: true.
 	Indexes bool `mapstructure:"indexes"`
 	// partitioning lays out the daily (by default) time partitions, made
 	// ahead of time, and their retention. See PartitioningConfig.

@@ -173,15 +173,15 @@ func TestIndexesSwitchable(t *testing.T) {
 			name, schema.IndexNames()).Scan(&n))
 		return n
 	}
-	require.Len(t, schema.IndexNames(), 10)
-	assert.Equal(t, 10, count())
+	require.Len(t, schema.IndexNames(), 8)
+	assert.Equal(t, 8, count())
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	require.NoError(t, schema.SetIndexes(ctx, conn.Conn(), name, false))
 	assert.Equal(t, 0, count())
 	require.NoError(t, schema.SetIndexes(ctx, conn.Conn(), name, true))
-	assert.Equal(t, 10, count())
+	assert.Equal(t, 8, count())
 }
 
 func explain(t *testing.T, pool *pgxpool.Pool, sql string) string {
@@ -263,7 +263,7 @@ func TestFirstSchemaIsPartitioned(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.From)
 	assert.Equal(t, schema.Latest(), res.To)
-	assert.Equal(t, 3, schema.Latest(), "001_schema, 002_ai_spend and 003_contexts")
+	assert.Equal(t, 4, schema.Latest(), "001_schema, 002_ai_spend, 003_contexts and 004_service_indexes")
 
 	for _, table := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram",
 		"metrics_exponential_histogram", "metrics_summary"} {
@@ -391,7 +391,7 @@ SELECT now() - (i || ' minutes')::interval, 0, now(), 1, 0, 'svc', 'op' || i, 'S
 	}
 	before := read("spans")
 
-	res, err := schema.Migrate(ctx, conn.Conn(), name)
+	res, err := schema.MigrateTo(ctx, conn.Conn(), name, 3)
 	require.NoError(t, err)
 	require.Equal(t, 2, res.From)
 	require.Equal(t, 3, res.To)
@@ -430,4 +430,45 @@ SELECT now() - (i || ' minutes')::interval, 0, now(), 1, 0, 'svc', 'op' || i, 'S
 		}
 	}
 	assert.Contains(t, partitions(t, pool, name), "spans_default", "the partitions moved with their table")
+}
+
+// TestUpgradeDropsServiceIndexes: schema 4 no longer writes the two
+// per-service indexes that no query of queries/ uses: an existing install
+// loses them at the upgrade and keeps the rest of its index set.
+func TestUpgradeDropsServiceIndexes(t *testing.T) {
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = schema.MigrateTo(ctx, conn.Conn(), name, 3)
+	require.NoError(t, err)
+	// Schema 3's index set: today's, with the two service indexes.
+	_, err = pool.Exec(ctx, q(name, `CREATE INDEX spans_service_time_idx ON S.spans_rows (service_name, start_time);
+CREATE INDEX logs_service_severity_time_idx ON S.logs_rows (service_name, severity_number, "timestamp")`))
+	require.NoError(t, err)
+	require.NoError(t, schema.SetIndexes(ctx, conn.Conn(), name, true))
+	_, err = schema.Maintain(ctx, pool, name, daily)
+	require.NoError(t, err)
+	indexes := func() []string {
+		rows, err := pool.Query(ctx, `SELECT i.relname::text FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_class c ON c.oid = x.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname IN ('spans_rows', 'logs_rows') ORDER BY 1`, name)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return out
+	}
+	require.Contains(t, indexes(), "spans_service_time_idx")
+
+	res, err := schema.Migrate(ctx, conn.Conn(), name)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.From)
+	require.Equal(t, 4, res.To)
+	assert.Equal(t, []string{"logs_trace_idx", "spans_errors_idx", "spans_start_time_brin", "spans_trace_span_idx"}, indexes())
+	var leftover int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1
+AND (indexdef LIKE '%(service_name, start_time)%' OR indexdef LIKE '%(service_name, severity_number%')`, name).Scan(&leftover))
+	assert.Zero(t, leftover, "the partitions' copies went with their parent's index")
 }

@@ -8,10 +8,10 @@
 CREATE INDEX IF NOT EXISTS spans_errors_idx ON {{schema}}.spans_rows (start_time DESC) WHERE status_code = 'Error';
 -- A trace by id, and the parent/child join on (trace_id, parent_span_id = span_id).
 CREATE INDEX IF NOT EXISTS spans_trace_span_idx ON {{schema}}.spans_rows (trace_id, span_id);
--- One service's spans over a time range.
-CREATE INDEX IF NOT EXISTS spans_service_time_idx ON {{schema}}.spans_rows (service_name, start_time);
--- Log severity per service over time, and logs of a trace.
-CREATE INDEX IF NOT EXISTS logs_service_severity_time_idx ON {{schema}}.logs_rows (service_name, severity_number, "timestamp");
+-- No per-service index (since schema version 4): no query here filters by
+-- service, and each is written for every row. An install whose own queries
+-- filter by service adds it (README, Indexes).
+-- The logs of a trace.
 CREATE INDEX IF NOT EXISTS logs_trace_idx ON {{schema}}.logs_rows (trace_id) WHERE trace_id IS NOT NULL;
 -- A metric series over time.
 CREATE INDEX IF NOT EXISTS metrics_gauge_series_idx ON {{schema}}.metrics_gauge_rows (metric_name, service_name, "time");
