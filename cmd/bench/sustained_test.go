@@ -82,7 +82,7 @@ func TestSustainedServer(t *testing.T) {
 	}
 	defer pool.Close()
 	got := strings.Join(serverSettings(ctx, pool, sustainedShown), ", ")
-	for _, want := range []string{"shared_buffers=4GB", "max_wal_size=16GB", "wal_compression=lz4", "jit=off", "checkpoint_timeout=15min", "synchronous_commit=on"} {
+	for _, want := range []string{"shared_buffers=4GB", "max_wal_size=16GB", "wal_compression=lz4", "jit=off", "checkpoint_timeout=15min", "synchronous_commit=on", "wal_init_zero=off"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("settings %s lack %s", got, want)
 		}
