@@ -29,18 +29,7 @@ func TestQueriesReturnRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	name := pgtest.Schema(t, pool)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = prepareSchema(ctx, conn.Conn(), name)
-	conn.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	writeTwoUsers(ctx, t, pool, name)
+	name := twoUserSchema(ctx, t, pool)
 
 	// As the exporter's maintenance does: the AI spend rollup takes the rows
 	// written since the schema was prepared (ai_spend shows rows of hours it
@@ -170,19 +159,8 @@ func TestQueriesSameBeforeAndAfterContexts(t *testing.T) {
 			if x.Name != q.Name {
 				continue
 			}
-			r, err := pool.Query(ctx, x.SQL)
+			out, err := queryRows(ctx, pool, x.SQL)
 			if err != nil {
-				t.Fatalf("%s on %s: %v", q.Title, s, err)
-			}
-			var out []string
-			for r.Next() {
-				v, err := r.Values()
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, fmt.Sprint(v...))
-			}
-			if err := r.Err(); err != nil {
 				t.Fatalf("%s on %s: %v", q.Title, s, err)
 			}
 			return out
@@ -222,6 +200,42 @@ func viewColumns(tb tables.Table) string {
 		cols = append(cols, "x."+pgx.Identifier{c}.Sanitize())
 	}
 	return strings.Join(cols, ", ")
+}
+
+// twoUserSchema is a new schema, prepared as the exporter prepares it,
+// holding two loadgen users' telemetry.
+func twoUserSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	name := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = prepareSchema(ctx, conn.Conn(), name)
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTwoUsers(ctx, t, pool, name)
+	return name
+}
+
+// queryRows is every row of sql, each its values printed.
+func queryRows(ctx context.Context, pool *pgxpool.Pool, sql string) ([]string, error) {
+	r, err := pool.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []string
+	for r.Next() {
+		v, err := r.Values()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprint(v...))
+	}
+	return out, r.Err()
 }
 
 // writeTwoUsers writes two loadgen users' rows (seed 1) into schemaName
@@ -272,17 +286,7 @@ func TestRewrittenQueriesSame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	name := pgtest.Schema(t, pool)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = prepareSchema(ctx, conn.Conn(), name)
-	conn.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeTwoUsers(ctx, t, pool, name)
+	name := twoUserSchema(ctx, t, pool)
 	// Error types that tie and differ between operations, and one on every
 	// span that did not fail: a rewrite that counted them over other spans
 	// or broke ties otherwise would show.
@@ -297,19 +301,8 @@ func TestRewrittenQueriesSame(t *testing.T) {
 		t.Fatal(err)
 	}
 	rowsOf := func(sql string) []string {
-		r, err := pool.Query(ctx, sql)
+		out, err := queryRows(ctx, pool, sql)
 		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for r.Next() {
-			v, err := r.Values()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, fmt.Sprint(v...))
-		}
-		if err := r.Err(); err != nil {
 			t.Fatal(err)
 		}
 		return out
