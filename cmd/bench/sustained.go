@@ -122,6 +122,9 @@ type sustainedMinute struct {
 	RedisEntries      int64   `json:"redis_backlog_entries"`
 	RedisBytes        int64   `json:"redis_backlog_bytes"`
 	CollectorRSSMiB   float64 `json:"collector_rss_mib"`
+	// Load is /proc/loadavg's 1-minute figure at the end of the interval:
+	// on a shared machine the rate follows what else runs.
+	Load string `json:"load_average_1m,omitempty"`
 }
 
 // querySample is one round of every query, started at StartS into the run
@@ -568,6 +571,9 @@ func (s *sampler) record(ctx context.Context, t0, a, c mark, partial bool) {
 		}
 	}
 	m.RedisEntries, m.RedisBytes = s.redisBacklog(ctx)
+	if f := strings.Fields(loadAverage()); len(f) > 0 {
+		m.Load = f[0]
+	}
 	if l := s.b.live; l != nil {
 		m.CollectorRSSMiB = float64(procRSS(l.pid, "VmRSS")) / (1 << 20)
 	}
@@ -901,17 +907,17 @@ func (r *sustainedResult) markdown() string {
 		w("\n")
 	}
 	if len(r.Minutes) > 0 {
-		w("### Per minute\n\nCPU per row committed in the minute (PostgreSQL's without the readers' backends); WAL is the whole server's; stored is table + index + TOAST over the rows in the tables.\n\n")
-		w("| Minute | Rows in tables | Rows/s | PostgreSQL CPU µs/row | Collector CPU µs/row | Redis CPU µs/row | WAL B/row | Stored B/row | Checkpoints | Redis backlog (entries, MiB) | Collector RSS MiB |\n")
-		w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		w("### Per minute\n\nCPU per row committed in the minute (PostgreSQL's without the readers' backends); WAL is the whole server's; stored is table + index + TOAST over the rows in the tables; load is the machine's 1-minute load average at the minute's end (all its work, not only the bench's).\n\n")
+		w("| Minute | Rows in tables | Rows/s | PostgreSQL CPU µs/row | Collector CPU µs/row | Redis CPU µs/row | WAL B/row | Stored B/row | Checkpoints | Redis backlog (entries, MiB) | Collector RSS MiB | Load (1 min) |\n")
+		w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, m := range r.Minutes {
 			label := strconv.Itoa(m.Minute)
 			if m.Partial {
 				label += " (partial)"
 			}
-			w("| %s | %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f | %d | %d, %.1f | %.0f |\n", label, num(float64(m.TotalRows)), num(m.RowsPerS),
+			w("| %s | %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f | %d | %d, %.1f | %.0f | %s |\n", label, num(float64(m.TotalRows)), num(m.RowsPerS),
 				m.PostgresUsPerRow, m.CollectorUsPerRow, m.RedisUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints,
-				m.RedisEntries, float64(m.RedisBytes)/(1<<20), m.CollectorRSSMiB)
+				m.RedisEntries, float64(m.RedisBytes)/(1<<20), m.CollectorRSSMiB, m.Load)
 		}
 		w("\n")
 	}

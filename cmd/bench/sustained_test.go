@@ -20,7 +20,7 @@ func TestSustainedTargets(t *testing.T) {
 	res := &sustainedResult{Status: "ok", Rows: 10_001_600, Minutes: []sustainedMinute{
 		{Minute: 1, RowsPerS: 20_000, CollectorRSSMiB: 100},
 		{Minute: 2, RowsPerS: 18_000, CollectorRSSMiB: 110},
-		{Minute: 3, RowsPerS: 15_000, CollectorRSSMiB: 140},
+		{Minute: 3, RowsPerS: 15_000, CollectorRSSMiB: 140, Load: "7.52"},
 		{Minute: 4, RowsPerS: 1_000, CollectorRSSMiB: 500, Partial: true}, // left out
 	}, Samples: []querySample{
 		{Queries: []queryStats{q(queryRecentErrors, 90), q(queryTraceLookup, 90), q(queryTokenCostLastDay, 9000)}},
@@ -51,7 +51,7 @@ func TestSustainedTargets(t *testing.T) {
 		t.Errorf("a p95 of 5 runs met its target: %+v", got)
 	}
 	md := res.markdown()
-	if !strings.Contains(md, "4 (partial)") || !strings.Contains(md, "### Query latency as the tables grow") {
+	if !strings.Contains(md, "4 (partial)") || !strings.Contains(md, "| 140 | 7.52 |") || !strings.Contains(md, "### Query latency as the tables grow") {
 		t.Errorf("markdown lacks the per-minute or query tables:\n%s", md)
 	}
 }
