@@ -13,7 +13,10 @@
 -- columns (promote_preset: genai, the default): no JSONB is read for model,
 -- tokens and cost. team is span_attributes ->> 'team' here; a cost
 -- attribution dimension (cost_attribution: {dimensions: ...}) puts it in dims.
--- Index: none; the window's bounds prune partitions.
+-- Index: none; the window's bounds prune partitions. At scale the team
+-- costs most: span_attributes ->> 'team' decompresses each call's whole
+-- attributes (kilobytes with prompts and completions); promote team
+-- (promote: [{column: team, ...}]) or read the rollup (docs/benchmarks.md).
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
 SELECT date_trunc('day', c.start_time) AS day,
        coalesce(c.dims ->> 'team', c.span_attributes ->> 'team') AS team,

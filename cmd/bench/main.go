@@ -184,7 +184,10 @@ func run() int {
 	fs.DurationVar(&b.sus.duration, "sustained-duration", 15*time.Minute, "sustained part: the rows must be in within this long (the run stops and fails after it)")
 	fs.DurationVar(&b.sus.interval, "sustained-interval", time.Minute, "sustained part: how often every figure and every query is sampled")
 	fs.Float64Var(&b.sus.rate, "sustained-rate", 0, "sustained part: loadgen items per second (0: as fast as the exporter's backpressure lets it)")
-	fs.IntVar(&b.sus.queryRuns, "sustained-query-runs", 5, "sustained part: runs of each query per round")
+	fs.BoolVar(&b.sus.keep, "sustained-keep", false, "sustained part: keep its database (and its own server, running) afterwards, to study the grown tables; both are logged")
+	var susServer string
+	fs.StringVar(&susServer, "sustained-server", "own", "sustained part: own (a server the bench starts with initdb, settings of a production server for the load, in the report) or db (the -db server as it is)")
+	fs.IntVar(&b.sus.queryRuns, "sustained-query-runs", 100, "sustained part: the most runs of each query per round (a cheap query's p95 needs many; a dear one stops at -sustained-query-budget)")
 	fs.DurationVar(&b.sus.queryBudget, "sustained-query-budget", 5*time.Second, "sustained part: no further run of a query in a round once its runs took this long")
 	fs.DurationVar(&b.sus.queryTimeout, "sustained-query-timeout", 10*time.Second, "sustained part: statement_timeout of the readers' queries")
 	fs.IntVar(&b.bouncerPool, "pgbouncer-pool", 10, "pgbouncer server connections (default_pool_size) for the 20 client connections")
@@ -230,6 +233,10 @@ func run() int {
 	if err == nil && (b.sus.rows < 1 || b.sus.duration <= 0 || b.sus.interval <= 0 || b.sus.rate < 0 || b.sus.queryRuns < 1 || b.sus.queryBudget <= 0 || b.sus.queryTimeout <= 0) {
 		err = errors.New("-sustained-rows, -sustained-duration, -sustained-interval and -sustained-query-runs must be positive, -sustained-rate 0 or more")
 	}
+	if err == nil && susServer != "own" && susServer != "db" {
+		err = errors.New("-sustained-server must be own or db")
+	}
+	b.sus.given = susServer == "db"
 	if err == nil && b.collectorStall <= 0 {
 		err = errors.New("-collector-stall must be positive")
 	}

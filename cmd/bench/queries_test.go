@@ -29,18 +29,7 @@ func TestQueriesReturnRows(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	name := pgtest.Schema(t, pool)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = prepareSchema(ctx, conn.Conn(), name)
-	conn.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	writeTwoUsers(ctx, t, pool, name)
+	name := twoUserSchema(ctx, t, pool)
 
 	// As the exporter's maintenance does: the AI spend rollup takes the rows
 	// written since the schema was prepared (ai_spend shows rows of hours it
@@ -170,19 +159,8 @@ func TestQueriesSameBeforeAndAfterContexts(t *testing.T) {
 			if x.Name != q.Name {
 				continue
 			}
-			r, err := pool.Query(ctx, x.SQL)
+			out, err := queryRows(ctx, pool, x.SQL)
 			if err != nil {
-				t.Fatalf("%s on %s: %v", q.Title, s, err)
-			}
-			var out []string
-			for r.Next() {
-				v, err := r.Values()
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, fmt.Sprint(v...))
-			}
-			if err := r.Err(); err != nil {
 				t.Fatalf("%s on %s: %v", q.Title, s, err)
 			}
 			return out
@@ -224,6 +202,42 @@ func viewColumns(tb tables.Table) string {
 	return strings.Join(cols, ", ")
 }
 
+// twoUserSchema is a new schema, prepared as the exporter prepares it,
+// holding two loadgen users' telemetry.
+func twoUserSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	name := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = prepareSchema(ctx, conn.Conn(), name)
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTwoUsers(ctx, t, pool, name)
+	return name
+}
+
+// queryRows is every row of sql, each its values printed.
+func queryRows(ctx context.Context, pool *pgxpool.Pool, sql string) ([]string, error) {
+	r, err := pool.Query(ctx, sql)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []string
+	for r.Next() {
+		v, err := r.Values()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fmt.Sprint(v...))
+	}
+	return out, r.Err()
+}
+
 // writeTwoUsers writes two loadgen users' rows (seed 1) into schemaName
 // through the exporter's writer.
 func writeTwoUsers(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schemaName string) {
@@ -243,5 +257,69 @@ func writeTwoUsers(ctx context.Context, t *testing.T, pool *pgxpool.Pool, schema
 				t.Fatalf("write: %v", err)
 			}
 		}
+	}
+}
+
+// rewrittenQueries are queries/ rewritten for speed, each with the plain
+// formulation it replaced: the two must return the same rows in the same order.
+var rewrittenQueries = map[string]string{
+	"error_rates": `SELECT service_name,
+       span_name,
+       count(*) AS spans,
+       count(*) FILTER (WHERE status_code = 'Error') AS errors,
+       round(100.0 * count(*) FILTER (WHERE status_code = 'Error') / count(*), 2) AS error_pct,
+       mode() WITHIN GROUP (ORDER BY span_attributes ->> 'error.type')
+           FILTER (WHERE status_code = 'Error') AS top_error_type
+FROM otel.spans
+WHERE start_time > now() - interval '24 hours' AND start_time <= now()
+GROUP BY service_name, span_name
+HAVING count(*) FILTER (WHERE status_code = 'Error') > 0
+ORDER BY error_pct DESC, errors DESC, service_name, span_name`,
+}
+
+// TestRewrittenQueriesSame runs each rewritten query and the formulation it
+// replaced on two loadgen users' telemetry.
+func TestRewrittenQueriesSame(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	name := twoUserSchema(ctx, t, pool)
+	// Error types that tie and differ between operations, and one on every
+	// span that did not fail: a rewrite that counted them over other spans
+	// or broke ties otherwise would show.
+	if _, err := pool.Exec(ctx, "UPDATE "+schema.Qualified(name, "spans_rows")+
+		` SET span_attributes = span_attributes || jsonb_build_object('error.type', CASE WHEN status_code = 'Error'
+		   THEN (ARRAY['429', '500', 'timeout'])[1 + (span_id & 255)::int % 3] ELSE '000' END)
+		 `); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := loadQueries("../../queries", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rowsOf := func(sql string) []string {
+		out, err := queryRows(ctx, pool, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for qname, plain := range rewrittenQueries {
+		i := slices.IndexFunc(qs, func(q query) bool { return q.Name == qname })
+		if i < 0 {
+			t.Fatalf("no queries/%s.sql", qname)
+		}
+		got := rowsOf(qs[i].SQL)
+		want := rowsOf(schemaRef.ReplaceAllString(plain, pgx.Identifier{name}.Sanitize()+".$1"))
+		if len(want) < 2 {
+			t.Fatalf("%s: %d rows, too few to compare", qname, len(want))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s differs from its plain formulation:\ngot:  %q\nwant: %q", qname, got, want)
+		}
+		t.Logf("%s: %d rows, identical", qname, len(got))
 	}
 }

@@ -43,34 +43,37 @@ var primarySettings = []string{
 // replicaSlot keeps the primary's WAL until the replica has it.
 const replicaSlot = "pgcb_replica"
 
+// localServers are throwaway PostgreSQL servers of the bench: data
+// directories in one temporary directory, run as the postgres OS user when
+// the bench runs as root, stopped and removed by stop.
+type localServers struct {
+	dir     string
+	owner   *user.User // nil: the current user runs the servers
+	bin     string
+	logf    func(string, ...any)
+	mu      sync.Mutex
+	running []string // data directories of started servers, in start order
+}
+
 // replicaCluster is the mixed part's own throwaway primary and its streaming
-// replica: two local servers in one directory, run as the postgres OS user
-// when the bench runs as root.
+// replica: two local servers in one directory.
 type replicaCluster struct {
-	dir        string
-	owner      *user.User // nil: the current user runs the servers
-	bin        string
-	logf       func(string, ...any)
-	mu         sync.Mutex
-	running    []string // data directories of started servers, in start order
+	localServers
 	PrimaryURL string
 	ReplicaURL string
 	Version    string
 	Setup      time.Duration
 }
 
-// startReplicaCluster makes a primary with initdb, starts it on a free port,
-// clones it with pg_basebackup -R -X stream into a hot standby and starts that
-// on another free port. On error the caller still calls stop, which removes
-// whatever was started and the directory.
-func startReplicaCluster(ctx context.Context, parent string, logf func(string, ...any), c *replicaCluster) error {
-	t0 := time.Now()
+// open finds the server binaries and makes the directory (prefix* under
+// parent) that the servers' data directories go to.
+func (c *localServers) open(parent, prefix string, logf func(string, ...any), tools ...string) error {
 	c.logf = logf
 	var err error
 	if c.bin, err = pglocal.BinDir(); err != nil {
 		return err
 	}
-	for _, tool := range []string{"initdb", "pg_ctl", "pg_basebackup", "postgres"} {
+	for _, tool := range append([]string{"initdb", "pg_ctl", "postgres"}, tools...) {
 		if _, err := os.Stat(filepath.Join(c.bin, tool)); err != nil {
 			return fmt.Errorf("no %s in %s", tool, c.bin)
 		}
@@ -80,27 +83,42 @@ func startReplicaCluster(ctx context.Context, parent string, logf func(string, .
 			return fmt.Errorf("running as root needs a postgres OS user to run the servers: %w", err)
 		}
 	}
-	if c.dir, err = os.MkdirTemp(parent, "replica-"); err != nil {
+	if c.dir, err = os.MkdirTemp(parent, prefix); err != nil {
 		return err
 	}
-	sock := filepath.Join(c.dir, "sock")
-	if err := os.Mkdir(sock, 0o700); err != nil {
+	if err := os.Mkdir(filepath.Join(c.dir, "sock"), 0o700); err != nil {
 		return err
 	}
-	if err := chownTree(c.dir, c.owner); err != nil {
-		return err
-	}
-	primary := filepath.Join(c.dir, "primary")
-	if out, err := c.run(ctx, filepath.Join(c.bin, "initdb"), "-D", primary, "--auth=trust", "--username=postgres",
+	return chownTree(c.dir, c.owner)
+}
+
+// initdb makes a new server in the directory's data directory name, with
+// settings (postgresql.conf lines) and trust authentication on loopback
+// (replication included), and starts it on a free port.
+func (c *localServers) initdb(ctx context.Context, name string, settings []string) (int, error) {
+	data := filepath.Join(c.dir, name)
+	if out, err := c.run(ctx, filepath.Join(c.bin, "initdb"), "-D", data, "--auth=trust", "--username=postgres",
 		"--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"); err != nil {
-		return fmt.Errorf("initdb: %w: %s", err, lastLines(string(out), 3))
+		return 0, fmt.Errorf("initdb: %w: %s", err, lastLines(string(out), 3))
 	}
 	hba := "local all all trust\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n"
-	if err := c.writeFile(filepath.Join(primary, "pg_hba.conf"), hba); err != nil {
+	if err := c.writeFile(filepath.Join(data, "pg_hba.conf"), hba); err != nil {
+		return 0, err
+	}
+	base := "listen_addresses = '127.0.0.1'\nunix_socket_directories = '" + filepath.Join(c.dir, "sock") + "'\n" + strings.Join(settings, "\n") + "\n"
+	return c.start(ctx, data, base)
+}
+
+// startReplicaCluster makes a primary with initdb, starts it on a free port,
+// clones it with pg_basebackup -R -X stream into a hot standby and starts that
+// on another free port. On error the caller still calls stop, which removes
+// whatever was started and the directory.
+func startReplicaCluster(ctx context.Context, parent string, logf func(string, ...any), c *replicaCluster) error {
+	t0 := time.Now()
+	if err := c.open(parent, "replica-", logf, "pg_basebackup"); err != nil {
 		return err
 	}
-	base := "listen_addresses = '127.0.0.1'\nunix_socket_directories = '" + sock + "'\n" + strings.Join(primarySettings, "\n") + "\n"
-	pPort, err := c.start(ctx, primary, base)
+	pPort, err := c.initdb(ctx, "primary", primarySettings)
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
@@ -168,7 +186,7 @@ func localURL(port int) string {
 
 // start writes conf plus a free port into data's postgresql.auto.conf and
 // starts the server, with a new port when another process took the first.
-func (c *replicaCluster) start(ctx context.Context, data, conf string) (int, error) {
+func (c *localServers) start(ctx context.Context, data, conf string) (int, error) {
 	logFile := data + ".log"
 	for attempt := 1; ; attempt++ {
 		port, err := pglocal.FreePort()
@@ -195,7 +213,7 @@ func (c *replicaCluster) start(ctx context.Context, data, conf string) (int, err
 
 // stopServer stops one server (fast: sessions are disconnected), then
 // immediately if that does not work.
-func (c *replicaCluster) stopServer(data string) {
+func (c *localServers) stopServer(data string) {
 	c.mu.Lock()
 	c.running = slices.DeleteFunc(c.running, func(d string) bool { return d == data })
 	c.mu.Unlock()
@@ -216,6 +234,15 @@ func (c *replicaCluster) stop() {
 	if c == nil {
 		return
 	}
+	c.localServers.stop()
+}
+
+// stop stops the servers, the last started first, and removes the
+// directory. It may be called more than once, and on a half-started set.
+func (c *localServers) stop() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	running := slices.Clone(c.running)
 	c.mu.Unlock()
@@ -228,10 +255,10 @@ func (c *replicaCluster) stop() {
 	}
 }
 
-// run runs a PostgreSQL tool as the cluster's owner in its directory, in its
+// run runs a PostgreSQL tool as the servers' owner in its directory, in its
 // own process group so that a Ctrl-C reaches the bench, which cleans up,
 // rather than a half-done pg_basebackup.
-func (c *replicaCluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+func (c *localServers) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	if c.owner != nil {
 		args = append([]string{"-u", c.owner.Username, "--", name}, args...)
 		name = "runuser"
@@ -245,7 +272,7 @@ func (c *replicaCluster) run(ctx context.Context, name string, args ...string) (
 	return cmd.CombinedOutput()
 }
 
-func (c *replicaCluster) writeFile(path, text string) error {
+func (c *localServers) writeFile(path, text string) error {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		return err
 	}

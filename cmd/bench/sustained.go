@@ -29,6 +29,8 @@ type sustainedFlags struct {
 	interval  time.Duration // one sample of every figure and query
 	rate      float64       // loadgen items/s; 0: as fast as backpressure lets it
 	queryRuns int           // runs of each query per sample
+	keep      bool          // keep the database (and the bench's own server) afterwards
+	given     bool          // run on -db rather than on a server of the bench's own
 	// queryBudget: no further run of a query starts in a sample once its
 	// runs took this long; queryTimeout cancels a run (statement_timeout).
 	queryBudget, queryTimeout time.Duration
@@ -38,10 +40,13 @@ type sustainedFlags struct {
 // the table grows, the collector's memory stays flat, and the queries an
 // on-call engineer runs stay fast on the grown table.
 const (
-	sustainedKeepRate      = 0.8 // last minute's rows/s over the first's
-	sustainedRSSGrowth     = 1.2 // collector RSS, last minute over the second
-	sustainedPointQueryMs  = 5.0
-	sustainedTokenCostMs   = 500.0
+	sustainedKeepRate     = 0.8 // last minute's rows/s over the first's
+	sustainedRSSGrowth    = 1.2 // collector RSS, last minute over the second
+	sustainedPointQueryMs = 5.0
+	sustainedTokenCostMs  = 500.0
+	// sustainedMinRuns is the fewest runs a p95 target is judged on: of 5
+	// runs the p95 is their maximum, one unlucky wait for a CPU.
+	sustainedMinRuns       = 20
 	sustainedBytesPerRow   = 3000 // disk per row for the free-space check: table, indexes, TOAST
 	sustainedDiskOverhead  = 5e9  // WAL (max_wal_size and what a checkpoint holds back) and the ceiling's files
 	queryRecentErrors      = "recent_errors"
@@ -51,6 +56,45 @@ const (
 	sustainedSchema        = "otel"
 	sustainedQueryDeadline = 2 * time.Minute
 )
+
+// sustainedSettings are the settings of the sustained part's own server
+// (-sustained-server=own): what a production server for a sustained COPY
+// load of this size would have, on this machine's 24 GB. WAL: max_wal_size
+// holds the whole run's WAL, so checkpoints come from checkpoint_timeout
+// rather than every few seconds, each of which makes the next change of
+// every index page write that whole page to the WAL again (full-page
+// writes), and lz4 compresses those pages. shared_buffers holds the hot
+// index pages (the trace_id btree is written at random). jit is off: the
+// analytical queries' plans cost enough to be compiled with full
+// optimization, which takes longer than running them. fsync and
+// synchronous_commit keep their durable defaults.
+var sustainedSettings = []string{
+	"shared_buffers = '4GB'",
+	"max_wal_size = '16GB'",
+	"min_wal_size = '2GB'",
+	"checkpoint_timeout = '15min'",
+	"checkpoint_completion_target = 0.9",
+	"wal_compression = lz4",
+	"wal_buffers = '64MB'",
+	// A fresh server creates (and by default zero-fills and fsyncs) every
+	// WAL segment of the run, where a server in service recycles old ones.
+	"wal_init_zero = off",
+	"effective_cache_size = '12GB'",
+	"maintenance_work_mem = '1GB'",
+	"work_mem = '64MB'",
+	"effective_io_concurrency = 200",
+	"random_page_cost = 1.1",
+	"jit = off",
+	"max_connections = 100",
+	"fsync = on",
+	"synchronous_commit = on",
+}
+
+// sustainedShown are the settings the sustained report shows, read back
+// from the server it ran on.
+var sustainedShown = []string{"shared_buffers", "max_wal_size", "min_wal_size", "checkpoint_timeout", "checkpoint_completion_target",
+	"wal_compression", "wal_buffers", "wal_init_zero", "effective_cache_size", "work_mem", "maintenance_work_mem", "effective_io_concurrency",
+	"random_page_cost", "jit", "synchronous_commit", "default_toast_compression"}
 
 // sustainedMinute is one interval of the sustained run.
 type sustainedMinute struct {
@@ -78,6 +122,9 @@ type sustainedMinute struct {
 	RedisEntries      int64   `json:"redis_backlog_entries"`
 	RedisBytes        int64   `json:"redis_backlog_bytes"`
 	CollectorRSSMiB   float64 `json:"collector_rss_mib"`
+	// Load is /proc/loadavg's 1-minute figure at the end of the interval:
+	// on a shared machine the rate follows what else runs.
+	Load string `json:"load_average_1m,omitempty"`
 }
 
 // querySample is one round of every query, started at StartS into the run
@@ -102,7 +149,11 @@ type sustainedResult struct {
 	Status   string `json:"status"`
 	Note     string `json:"note,omitempty"`
 	Database string `json:"database"`
-	Schema   string `json:"schema"`
+	// Server is "own" (the bench's initdb) or "-db"; Settings are its
+	// sustainedShown settings as the server reported them.
+	Server   string   `json:"server"`
+	Settings []string `json:"server_settings"`
+	Schema   string   `json:"schema"`
 	// Users × events_per_user is the planned load.
 	Users        int     `json:"users"`
 	PlannedRows  int64   `json:"planned_rows"`
@@ -180,6 +231,25 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 		return res
 	}
 
+	res.Server = "-db"
+	if !sus.given {
+		res.Server = "own"
+		srv, url, err := b.startSustainedServer(ctx)
+		if srv != nil && !sus.keep {
+			defer srv.stop()
+		}
+		if err != nil {
+			return fail("unavailable", "the bench's own server: %v (-sustained-server=db runs on -db)", err)
+		}
+		pool, err := openPool(ctx, url, 4)
+		if err != nil {
+			return fail("failed", "the bench's own server: %v", err)
+		}
+		defer pool.Close()
+		defer b.useServer(url, pool)()
+	}
+	res.Settings = serverSettings(ctx, b.pool, sustainedShown)
+
 	need := float64(res.PlannedRows)*sustainedBytesPerRow + sustainedDiskOverhead
 	free, where := b.diskFree(ctx, b.tmp)
 	res.DiskNeededGB, res.DiskFreeGB = need/1e9, free/1e9
@@ -196,8 +266,12 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 	if _, err := b.pool.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{res.Database}.Sanitize()); err != nil {
 		return fail("failed", "create database %s: %v", res.Database, err)
 	}
-	b.databases = append(b.databases, res.Database)
-	defer b.dropDatabases()
+	if sus.keep {
+		b.logf("sustained: database %s is kept (-sustained-keep)", res.Database)
+	} else {
+		b.databases = append(b.databases, res.Database)
+		defer b.dropDatabases()
+	}
 	u, err := dbURL(b.url, res.Database)
 	if err != nil {
 		return fail("failed", "-db: %v", err)
@@ -281,6 +355,42 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 	}
 	res.Targets = sustainedTargets(&res, int64(sus.rows), sus.duration)
 	return res
+}
+
+// startSustainedServer initdbs and starts the sustained part's own server
+// with sustainedSettings; the caller stops it (unless it is kept).
+func (b *bench) startSustainedServer(ctx context.Context) (*localServers, string, error) {
+	srv := &localServers{}
+	parent := b.tmp
+	if b.sus.keep {
+		parent = filepath.Dir(b.tmp) // b.tmp goes when the bench ends
+	}
+	if err := srv.open(parent, "postgrescopy-sustained-", b.logf); err != nil {
+		return srv, "", err
+	}
+	port, err := srv.initdb(ctx, "data", sustainedSettings)
+	if err != nil {
+		return srv, "", err
+	}
+	url := localURL(port)
+	if b.sus.keep {
+		b.logf("sustained: own server at %s, data in %s (kept: stop it with pg_ctl -D %s stop and remove the directory)", url, srv.dir, filepath.Join(srv.dir, "data"))
+	} else {
+		b.logf("sustained: own server at %s", url)
+	}
+	return srv, url, nil
+}
+
+// serverSettings are name = value of the settings names on the server.
+func serverSettings(ctx context.Context, pool *pgxpool.Pool, names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		var v string
+		if err := pool.QueryRow(ctx, "SELECT current_setting($1)", n).Scan(&v); err == nil {
+			out = append(out, n+"="+v)
+		}
+	}
+	return out
 }
 
 // sustainedQueries are queries/ plus the two the sustained targets name
@@ -461,6 +571,9 @@ func (s *sampler) record(ctx context.Context, t0, a, c mark, partial bool) {
 		}
 	}
 	m.RedisEntries, m.RedisBytes = s.redisBacklog(ctx)
+	if f := strings.Fields(loadAverage()); len(f) > 0 {
+		m.Load = f[0]
+	}
 	if l := s.b.live; l != nil {
 		m.CollectorRSSMiB = float64(procRSS(l.pid, "VmRSS")) / (1 << 20)
 	}
@@ -719,13 +832,13 @@ func sustainedTargets(res *sustainedResult, wantRows int64, within time.Duration
 	if n := len(res.Samples); n > 0 {
 		endQ = res.Samples[n-1].Queries
 	}
-	p95 := func(name string) (float64, bool) {
+	p95 := func(name string) (float64, int, bool) {
 		for _, q := range endQ {
 			if q.Name == name && q.Runs > 0 && q.Errors == 0 {
-				return q.P95Ms, true
+				return q.P95Ms, q.Runs, true
 			}
 		}
-		return 0, false
+		return 0, 0, false
 	}
 	for _, c := range []struct {
 		name, label string
@@ -735,8 +848,15 @@ func sustainedTargets(res *sustainedResult, wantRows int64, within time.Duration
 		{queryTraceLookup, "a trace lookup by id, p95 at the end", sustainedPointQueryMs},
 		{queryTokenCostLastDay, "token cost per model, team and day over the last 24 h, p95 at the end", sustainedTokenCostMs},
 	} {
-		v, ok := p95(c.name)
-		add(c.label, v, c.limit, "ms at most", ok && v < c.limit)
+		v, runs, ok := p95(c.name)
+		label := fmt.Sprintf("%s (%d runs)", c.label, runs)
+		// A dear query gets few runs within its budget: its p95 is then
+		// judged on what it has, a cheap one's needs sustainedMinRuns.
+		enough := runs >= sustainedMinRuns || c.limit >= sustainedTokenCostMs
+		if ok && !enough {
+			label = fmt.Sprintf("%s (%d runs, fewer than %d)", c.label, runs, sustainedMinRuns)
+		}
+		add(label, v, c.limit, "ms at most", ok && enough && v < c.limit)
 	}
 	return ts
 }
@@ -762,6 +882,11 @@ func (r *sustainedResult) markdown() string {
 	if r.Rate > 0 {
 		rate = fmt.Sprintf("at %s items/s", num(r.Rate))
 	}
+	if r.Server == "own" {
+		w("**Server:** the bench's own PostgreSQL (initdb in a temporary directory, the settings of a production server for this load; `-sustained-server=db` runs on -db instead): %s.\n\n", strings.Join(r.Settings, ", "))
+	} else if len(r.Settings) > 0 {
+		w("**Server:** -db: %s.\n\n", strings.Join(r.Settings, ", "))
+	}
 	w("postgrescopy + Redis (the built collector, its defaults: indexes, daily partitions) writing %s rows (%d loadgen users, generated while it runs, %s) into a database of its own, dropped afterwards. ",
 		num(float64(r.PlannedRows)), r.Users, rate)
 	w("Every %s the bench samples the figures below, and %d reader connections run each query %d times (queries/ plus a trace lookup by id and the token cost over 24 hours). ",
@@ -782,23 +907,23 @@ func (r *sustainedResult) markdown() string {
 		w("\n")
 	}
 	if len(r.Minutes) > 0 {
-		w("### Per minute\n\nCPU per row committed in the minute (PostgreSQL's without the readers' backends); WAL is the whole server's; stored is table + index + TOAST over the rows in the tables.\n\n")
-		w("| Minute | Rows in tables | Rows/s | PostgreSQL CPU µs/row | Collector CPU µs/row | Redis CPU µs/row | WAL B/row | Stored B/row | Checkpoints | Redis backlog (entries, MiB) | Collector RSS MiB |\n")
-		w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		w("### Per minute\n\nCPU per row committed in the minute (PostgreSQL's without the readers' backends); WAL is the whole server's; stored is table + index + TOAST over the rows in the tables; load is the machine's 1-minute load average at the minute's end (all its work, not only the bench's).\n\n")
+		w("| Minute | Rows in tables | Rows/s | PostgreSQL CPU µs/row | Collector CPU µs/row | Redis CPU µs/row | WAL B/row | Stored B/row | Checkpoints | Redis backlog (entries, MiB) | Collector RSS MiB | Load (1 min) |\n")
+		w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, m := range r.Minutes {
 			label := strconv.Itoa(m.Minute)
 			if m.Partial {
 				label += " (partial)"
 			}
-			w("| %s | %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f | %d | %d, %.1f | %.0f |\n", label, num(float64(m.TotalRows)), num(m.RowsPerS),
+			w("| %s | %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f | %d | %d, %.1f | %.0f | %s |\n", label, num(float64(m.TotalRows)), num(m.RowsPerS),
 				m.PostgresUsPerRow, m.CollectorUsPerRow, m.RedisUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints,
-				m.RedisEntries, float64(m.RedisBytes)/(1<<20), m.CollectorRSSMiB)
+				m.RedisEntries, float64(m.RedisBytes)/(1<<20), m.CollectorRSSMiB, m.Load)
 		}
 		w("\n")
 	}
 	if len(r.Samples) > 0 {
 		w("### Query latency as the tables grow\n\n")
-		w("p50 / p95 in ms of each round, which starts at that many rows while ingest goes on (%d rounds skipped: the previous one was still running); ", r.SamplesSkipped)
+		w("p50 / p95 in ms (and the runs they are of) of each round, which starts at that many rows while ingest goes on (%d rounds skipped: the previous one was still running); ", r.SamplesSkipped)
 		w("each query runs up to %d times a round, no new run once its runs took %s, each run cancelled after %s (statement_timeout; counted as an error); readers without parallel workers. *after* is after the last row, ingest stopped.\n\n",
 			r.QueryRuns, time.Duration(r.QueryBudgetS*float64(time.Second)), time.Duration(r.QueryTimeoutS*float64(time.Second)))
 		w("| Query |")
@@ -847,7 +972,7 @@ func latCell(q queryStats) string {
 		}
 		return "–"
 	}
-	s := fmt.Sprintf("%s / %s", fmtMs(q.P50Ms), fmtMs(q.P95Ms))
+	s := fmt.Sprintf("%s / %s (%d)", fmtMs(q.P50Ms), fmtMs(q.P95Ms), q.Runs)
 	if q.Errors > 0 {
 		s += fmt.Sprintf(" (%d errors)", q.Errors)
 	}

@@ -1,19 +1,26 @@
 package main
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 func TestSustainedTargets(t *testing.T) {
 	q := func(name string, p95 float64) queryStats {
-		return queryStats{Name: name, Title: name, Runs: 5, P95Ms: p95}
+		return queryStats{Name: name, Title: name, Runs: 40, P95Ms: p95}
 	}
 	res := &sustainedResult{Status: "ok", Rows: 10_001_600, Minutes: []sustainedMinute{
 		{Minute: 1, RowsPerS: 20_000, CollectorRSSMiB: 100},
 		{Minute: 2, RowsPerS: 18_000, CollectorRSSMiB: 110},
-		{Minute: 3, RowsPerS: 15_000, CollectorRSSMiB: 140},
+		{Minute: 3, RowsPerS: 15_000, CollectorRSSMiB: 140, Load: "7.52"},
 		{Minute: 4, RowsPerS: 1_000, CollectorRSSMiB: 500, Partial: true}, // left out
 	}, Samples: []querySample{
 		{Queries: []queryStats{q(queryRecentErrors, 90), q(queryTraceLookup, 90), q(queryTokenCostLastDay, 9000)}},
@@ -37,8 +44,53 @@ func TestSustainedTargets(t *testing.T) {
 	if sustainedTargets(res, 10_000_000, 15*time.Minute)[0].Met {
 		t.Error("a failed run met the rows target")
 	}
+	// A cheap query's p95 of 5 runs is their maximum: not judged.
+	res.Status = "ok"
+	res.Samples[1].Queries[0].Runs = 5
+	if got := sustainedTargets(res, 10_000_000, 15*time.Minute)[3]; got.Met || !strings.Contains(got.Name, "fewer than") {
+		t.Errorf("a p95 of 5 runs met its target: %+v", got)
+	}
 	md := res.markdown()
-	if !strings.Contains(md, "4 (partial)") || !strings.Contains(md, "### Query latency as the tables grow") {
+	if !strings.Contains(md, "4 (partial)") || !strings.Contains(md, "| 140 | 7.52 |") || !strings.Contains(md, "### Query latency as the tables grow") {
 		t.Errorf("markdown lacks the per-minute or query tables:\n%s", md)
+	}
+}
+
+// TestSustainedServer starts the sustained part's own server and checks
+// that it runs with sustainedSettings (read back as the report shows them)
+// and that stop removes it.
+func TestSustainedServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL server")
+	}
+	if _, err := pglocal.BinDir(); err != nil {
+		pgtest.Unavailable(t, "%v (make deps)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Not t.TempDir(): the postgres OS user must reach the data directory.
+	b := &bench{tmp: os.TempDir(), progress: newProgress(1)}
+	defer b.progress.finish()
+	srv, url, err := b.startSustainedServer(ctx)
+	defer srv.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	got := strings.Join(serverSettings(ctx, pool, sustainedShown), ", ")
+	for _, want := range []string{"shared_buffers=4GB", "max_wal_size=16GB", "wal_compression=lz4", "jit=off", "checkpoint_timeout=15min", "synchronous_commit=on", "wal_init_zero=off"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("settings %s lack %s", got, want)
+		}
+	}
+	pool.Close()
+	dir := srv.dir
+	srv.stop()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still exists after stop (%v)", dir, err)
 	}
 }
