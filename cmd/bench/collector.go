@@ -183,6 +183,9 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	expected := base + int64(users)*int64(b.events)
 	cmd := exec.Command(b.collector, "--config", cfgPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if len(b.variantEnv) > 0 {
+		cmd.Env = append(os.Environ(), b.variantEnv...)
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	execAt := time.Now()

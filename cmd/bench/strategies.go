@@ -399,7 +399,8 @@ func (b *bench) decoderFor(ctx context.Context, schemaName string) (*decoder, er
 }
 
 // parseVariants reads -variants: extra runs of postgrescopy + Redis, each
-// with another collector binary and/or exporter settings, measured in the
+// with another collector binary, exporter settings and/or environment
+// variables of the collector process (GOGC...), measured in the
 // same run as the others (interleaved, fastest of -runs kept), so that a
 // change is compared with what it replaces on the same machine at the same
 // time. Their rows are labelled and keyed postgrescopy-redis@<label>; the
@@ -409,8 +410,9 @@ func parseVariants(s string) ([]strategy, error) {
 		return nil, nil
 	}
 	var in map[string]struct {
-		Collector string         `json:"collector"`
-		Exporter  map[string]any `json:"exporter"`
+		Collector string            `json:"collector"`
+		Exporter  map[string]any    `json:"exporter"`
+		Env       map[string]string `json:"env"`
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -424,8 +426,12 @@ func parseVariants(s string) ([]strategy, error) {
 		if label == "" || strings.ContainsAny(label, ", ") {
 			return nil, fmt.Errorf("label %q: want a word without commas or spaces", label)
 		}
-		if v.Collector == "" && len(v.Exporter) == 0 {
-			return nil, fmt.Errorf("%s: neither a collector nor exporter settings", label)
+		if v.Collector == "" && len(v.Exporter) == 0 && len(v.Env) == 0 {
+			return nil, fmt.Errorf("%s: no collector, exporter settings or environment", label)
+		}
+		var env []string
+		for _, k := range slices.Sorted(maps.Keys(v.Env)) {
+			env = append(env, k+"="+v.Env[k])
 		}
 		if v.Collector != "" {
 			abs, err := filepath.Abs(v.Collector)
@@ -438,7 +444,7 @@ func parseVariants(s string) ([]strategy, error) {
 			v.Collector = abs
 		}
 		out = append(out, strategy{key: "postgrescopy-redis@" + label, name: "postgrescopy + Redis [" + label + "]",
-			redis: true, collector: v.Collector, exporter: v.Exporter})
+			redis: true, collector: v.Collector, exporter: v.Exporter, env: env})
 	}
 	return out, nil
 }

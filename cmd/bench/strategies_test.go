@@ -16,12 +16,12 @@ func TestVariantExporterSettingsMerge(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := parseVariants(`{"w1":{"exporter":{"redis":{"workers":1},"timeout":"5s"}},"old":{"collector":"` + bin + `"}}`)
+	vs, err := parseVariants(`{"w1":{"exporter":{"redis":{"workers":1},"timeout":"5s"}},"old":{"collector":"` + bin + `","env":{"GOGC":"400"}}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(vs) != 2 || vs[0].key != "postgrescopy-redis@old" || vs[1].key != "postgrescopy-redis@w1" ||
-		!vs[0].redis || vs[0].collector != bin || vs[1].collector != "" {
+		!vs[0].redis || vs[0].collector != bin || vs[1].collector != "" || len(vs[0].env) != 1 || vs[0].env[0] != "GOGC=400" {
 		t.Fatalf("variants: %+v", vs)
 	}
 	b := &bench{url: "postgres://x", redisAddr: "127.0.0.1:1", events: 1900, loadgenConcurrency: 2,
