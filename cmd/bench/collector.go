@@ -123,9 +123,10 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 		// would acknowledge data before Redis holds it.
 		exp["sending_queue"] = map[string]any{"enabled": false}
 	}
-	for k, v := range b.exporterExtra {
-		exp[k] = v
-	}
+	// Merged key by key: {"redis":{"workers":1}} keeps the run's endpoint
+	// and key_prefix.
+	mergeConfig(exp, b.exporterExtra)
+	mergeConfig(exp, b.variantExporter)
 	lg := map[string]any{
 		"users":           users,
 		"events_per_user": b.events,
@@ -182,6 +183,9 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	expected := base + int64(users)*int64(b.events)
 	cmd := exec.Command(b.collector, "--config", cfgPath)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if len(b.variantEnv) > 0 {
+		cmd.Env = append(os.Environ(), b.variantEnv...)
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	execAt := time.Now()

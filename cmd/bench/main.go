@@ -50,6 +50,8 @@ type bench struct {
 	collectorTimeout   time.Duration
 	collectorStall     time.Duration  // a collector run fails after this long without a commit
 	exporterExtra      map[string]any // -exporter-config: merged into every collector run's exporter section
+	variantExporter    map[string]any // the running -variants strategy's exporter settings, merged after exporterExtra
+	variantEnv         []string       // and its collector environment
 	loadgenExtra       map[string]any // merged into the loadgen receiver's section (the sustained part)
 	live               *liveRun       // the collector run in progress
 	sus                sustainedFlags
@@ -77,6 +79,12 @@ type strategy struct {
 	// redisHA names the Redis deployment the bench starts for the run
 	// (redisha.go); empty: the -redis server.
 	redisHA string
+	// collector and exporter, when set, replace the -collector binary and
+	// are merged over the exporter section for this strategy's runs: the
+	// -variants of postgrescopy + Redis (strategies.go).
+	collector string
+	exporter  map[string]any
+	env       []string // KEY=value added to the collector's environment
 }
 
 func (s strategy) displayName() string {
@@ -177,7 +185,8 @@ func run() int {
 	fs.BoolVar(&b.pregenerate, "pregenerate", false, "collector runs: the loadgen receiver builds every batch in memory before the clock starts (about 2.5 KB of collector memory per item: 4.9 GB at 1,000 users); by default it generates while timed")
 	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 2 minutes + 1s per 5,000 rows)")
 	fs.DurationVar(&b.collectorStall, "collector-stall", 60*time.Second, "fail a collector run, saying what it lost, when no batch commits for this long")
-	var exporterExtra, loadgenExtra string
+	var exporterExtra, loadgenExtra, variantsFlag string
+	fs.StringVar(&variantsFlag, "variants", "", `JSON object of extra postgrescopy + Redis runs, by label, each with "collector" (another built binary), "exporter" (merged over the exporter section) and/or "env" (the collector's environment), e.g. '{"workers1":{"exporter":{"redis":{"workers":1}}}}'`)
 	fs.StringVar(&loadgenExtra, "loadgen-config", "", `JSON object merged into the loadgen receiver's section of every collector run, e.g. '{"retry_on_failure":{"enabled":false}}'`)
 	fs.StringVar(&exporterExtra, "exporter-config", "", `JSON object merged into the exporter section of every collector run, e.g. '{"sending_queue":{"block_on_overflow":false}}'`)
 	fs.Int64Var(&b.sus.rows, "sustained-rows", 10_000_000, "sustained part: rows to write (rounded up to whole users)")
@@ -261,6 +270,12 @@ func run() int {
 			picked = append(picked, s)
 		}
 	}
+	variants, err := parseVariants(variantsFlag)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -variants:", err)
+		return 2
+	}
+	picked = append(picked, variants...)
 
 	// Steps for the progress bar.
 	total := 0
@@ -632,6 +647,12 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		prefix = b.prefix + "-" + strconv.Itoa(ds.users)
 		defer b.dropRedisKeys(prefix)
 	}
+	if s.collector != "" {
+		defer func(c string) { b.collector = c }(b.collector)
+		b.collector = s.collector
+	}
+	b.variantExporter, b.variantEnv = s.exporter, s.env
+	defer func() { b.variantExporter, b.variantEnv = nil, nil }()
 	run, err := b.runCollector(ctx, schemaName, 0, ds.users, b.seed, prefix, nil)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()

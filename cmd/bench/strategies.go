@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -391,4 +396,72 @@ func (b *bench) decoderFor(ctx context.Context, schemaName string) (*decoder, er
 	}
 	defer conn.Release()
 	return newDecoder(ctx, conn.Conn(), schemaName)
+}
+
+// parseVariants reads -variants: extra runs of postgrescopy + Redis, each
+// with another collector binary, exporter settings and/or environment
+// variables of the collector process (GOGC...), measured in the
+// same run as the others (interleaved, fastest of -runs kept), so that a
+// change is compared with what it replaces on the same machine at the same
+// time. Their rows are labelled and keyed postgrescopy-redis@<label>; the
+// targets keep reading postgrescopy-redis.
+func parseVariants(s string) ([]strategy, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var in map[string]struct {
+		Collector string            `json:"collector"`
+		Exporter  map[string]any    `json:"exporter"`
+		Env       map[string]string `json:"env"`
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return nil, err
+	}
+	labels := slices.Sorted(maps.Keys(in))
+	out := make([]strategy, 0, len(labels))
+	for _, label := range labels {
+		v := in[label]
+		if label == "" || strings.ContainsAny(label, ", ") {
+			return nil, fmt.Errorf("label %q: want a word without commas or spaces", label)
+		}
+		if v.Collector == "" && len(v.Exporter) == 0 && len(v.Env) == 0 {
+			return nil, fmt.Errorf("%s: no collector, exporter settings or environment", label)
+		}
+		var env []string
+		for _, k := range slices.Sorted(maps.Keys(v.Env)) {
+			env = append(env, k+"="+v.Env[k])
+		}
+		if v.Collector != "" {
+			abs, err := filepath.Abs(v.Collector)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := os.Stat(abs); err != nil {
+				return nil, fmt.Errorf("%s: %w", label, err)
+			}
+			v.Collector = abs
+		}
+		out = append(out, strategy{key: "postgrescopy-redis@" + label, name: "postgrescopy + Redis [" + label + "]",
+			redis: true, collector: v.Collector, exporter: v.Exporter, env: env})
+	}
+	return out, nil
+}
+
+// mergeConfig merges src over dst: maps key by key, at every depth, anything
+// else replaced. dst is changed; src's maps are copied, not shared.
+func mergeConfig(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			dm, ok := dst[k].(map[string]any)
+			if !ok {
+				dm = map[string]any{}
+				dst[k] = dm
+			}
+			mergeConfig(dm, sm)
+			continue
+		}
+		dst[k] = v
+	}
 }
