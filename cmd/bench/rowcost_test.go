@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
@@ -53,18 +54,7 @@ func TestSplitLongReadsBackTheSameJSONB(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := pgtest.Pool(t)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE split_check (kept jsonb, long text[], orig jsonb)"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), "COPY split_check FROM STDIN (FORMAT binary)"); err != nil {
-		t.Fatal(err)
-	}
+	conn := copyIntoTemp(ctx, t, "split_check (kept jsonb, long text[], orig jsonb)", buf)
 	r, err := conn.Query(ctx, `SELECT orig::text, CASE WHEN long IS NULL THEN kept ELSE kept || jsonb_object(long) END = orig,
 		coalesce(cardinality(long), 0), (SELECT count(*) FROM jsonb_each_text(kept) e(k, v) WHERE jsonb_typeof(kept -> k) = 'string' AND octet_length(v) > $1)
 		FROM split_check`, limit)
@@ -159,18 +149,7 @@ func TestSplitKeysReadsBackTheSameJSONB(t *testing.T) {
 	buf = append(buf, copyTrailer...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pool := pgtest.Pool(t)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE keys_check (orig jsonb, kept jsonb, c1 text, c2 text, c3 text)"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), "COPY keys_check FROM STDIN (FORMAT binary)"); err != nil {
-		t.Fatal(err)
-	}
+	conn := copyIntoTemp(ctx, t, "keys_check (orig jsonb, kept jsonb, c1 text, c2 text, c3 text)", buf)
 	var same, inColumns int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE kept || jsonb_strip_nulls(jsonb_build_object($1::text, c1, $2::text, c2, $3::text, c3)) = orig),
 		count(c1) + count(c2) + count(c3) FROM keys_check`, keys[0], keys[1], keys[2]).Scan(&same, &inColumns); err != nil {
@@ -182,4 +161,23 @@ func TestSplitKeysReadsBackTheSameJSONB(t *testing.T) {
 	if inColumns != 2 {
 		t.Errorf("%d values in the text columns, want 2 (the messages string, the tool result; not the array)", inColumns)
 	}
+}
+
+// copyIntoTemp makes the temporary table def on a connection of its own
+// (released at the test's end) and loads the binary COPY stream buf into it.
+func copyIntoTemp(ctx context.Context, t *testing.T, def string, buf []byte) *pgxpool.Conn {
+	t.Helper()
+	conn, err := pgtest.Pool(t).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE "+def); err != nil {
+		t.Fatal(err)
+	}
+	name, _, _ := strings.Cut(def, " ")
+	if _, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), "COPY "+name+" FROM STDIN (FORMAT binary)"); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
