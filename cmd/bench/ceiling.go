@@ -59,13 +59,10 @@ func streamFiles(ds *dataset, n int) [][]copyFile {
 	return out
 }
 
-// timeCopy empties schemaName and times loading ds with n parallel psql
-// \copy streams, and what the load cost in CPU.
-func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n int) (time.Duration, *cpuPerRow, error) {
-	if err := b.reset(ctx, schemaName); err != nil {
-		return 0, nil, err
-	}
-	groups := streamFiles(ds, n)
+// copyStreams loads each group of files with a psql \copy stream of its
+// own, all at once, and returns how long the slowest took and the CPU the
+// load cost per row of rows; the first stream's error, if any.
+func (b *bench) copyStreams(ctx context.Context, schemaName string, groups [][]copyFile, rows int64) (time.Duration, *cpuPerRow, error) {
 	errs := make(chan error, len(groups))
 	before := markCPU(0)
 	start := time.Now()
@@ -79,9 +76,18 @@ func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n 
 		}
 	}
 	elapsed := time.Since(start)
-	cpu := cpuBetween(before, markCPU(0), clientChildren, ds.totalRows())
-	if first != nil {
-		return 0, nil, first
+	return elapsed, cpuBetween(before, markCPU(0), clientChildren, rows), first
+}
+
+// timeCopy empties schemaName and times loading ds with n parallel psql
+// \copy streams, and what the load cost in CPU.
+func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n int) (time.Duration, *cpuPerRow, error) {
+	if err := b.reset(ctx, schemaName); err != nil {
+		return 0, nil, err
+	}
+	elapsed, cpu, err := b.copyStreams(ctx, schemaName, streamFiles(ds, n), ds.totalRows())
+	if err != nil {
+		return 0, nil, err
 	}
 	got, err := countRows(ctx, b.pool, schemaName)
 	if err != nil {

@@ -748,22 +748,9 @@ func (b *bench) sustainedCeiling(ctx context.Context, res *sustainedResult) *res
 		r.Status, r.Note = "failed", err.Error()
 		return r
 	}
-	errs := make(chan error, len(groups))
-	cpuFrom := markCPU(0)
-	start := time.Now()
-	for _, g := range groups {
-		go func() { errs <- b.psqlCopy(ctx, sustainedSchema, g) }()
-	}
-	var first error
-	for range groups {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	elapsed := time.Since(start)
-	cpu := cpuBetween(cpuFrom, markCPU(0), clientChildren, signalRows)
-	if first != nil {
-		r.Status, r.Note = "failed", first.Error()
+	elapsed, cpu, err := b.copyStreams(ctx, sustainedSchema, groups, signalRows)
+	if err != nil {
+		r.Status, r.Note = "failed", err.Error()
 		return r
 	}
 	after, err := countRows(ctx, b.pool, sustainedSchema)
