@@ -32,10 +32,10 @@ import (
 // rejects written by isolation, the ledger — must work with only one, never
 // holding one while waiting for another.
 func TestSmallPoolStartsWritesAndStops(t *testing.T) {
-	for _, mode := range []string{"direct", "redis"} {
+	for _, mode := range []string{"direct", "queue", "redis"} {
 		for _, conns := range []int32{1, 2} {
 			t.Run(fmt.Sprintf("%s/max_conns=%d", mode, conns), func(t *testing.T) {
-				smallPool(t, mode == "redis", conns)
+				smallPool(t, mode, conns)
 			})
 		}
 	}
@@ -46,7 +46,10 @@ func TestSmallPoolStartsWritesAndStops(t *testing.T) {
 // (10 s) or more.
 const smallPoolBound = 5 * time.Second
 
-func smallPool(t *testing.T, redisMode bool, conns int32) {
+// smallPool runs one case: mode "direct" writes each push synchronously,
+// "queue" through the default sending queue (two consumers per signal),
+// "redis" through the streams.
+func smallPool(t *testing.T, mode string, conns int32) {
 	cfg, schemaName := testConfig(t)
 	cfg.MaxConns = conns
 	file := filepath.Join(t.TempDir(), "prices.yaml")
@@ -54,7 +57,10 @@ func smallPool(t *testing.T, redisMode bool, conns int32) {
 	require.NoError(t, os.WriteFile(file, []byte(prices), 0o600))
 	cfg.Pricing.File = file
 	cfg.Pricing.ReloadInterval = time.Second // the watcher competes with the writes
-	if redisMode {
+	switch mode {
+	case "queue":
+		cfg.QueueConfig = createDefaultConfig().(*Config).QueueConfig
+	case "redis":
 		_, prefix := testRedis(t)
 		withRedis(cfg, prefix, "small-pool")
 		cfg.Redis.Get().Workers = 2 // six flush workers for one or two connections
@@ -130,8 +136,8 @@ func smallPool(t *testing.T, redisMode bool, conns int32) {
 	}
 
 	const want = senders * requests * perRequest
-	// Redis mode acknowledged when Redis held the requests: wait for the
-	// flush workers.
+	// The queue and Redis acknowledged before PostgreSQL had the rows: wait
+	// for their consumers.
 	q := func(table string) string {
 		return "(SELECT count(*) FROM " + schema.Qualified(schemaName, table) + ")"
 	}
