@@ -219,17 +219,7 @@ func (c *client) waitReady(ctx context.Context) {
 // prepare migrates (create_schema) or checks the schema, then marks the
 // client ready.
 func (c *client) prepare(ctx context.Context) error {
-	conn, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if c.cfg.CreateSchema {
-		err = c.migrate(ctx, conn.Conn())
-	} else {
-		err = c.checkSchema(ctx, conn.Conn())
-	}
-	if err != nil {
+	if err := c.prepareSchema(ctx); err != nil {
 		return err
 	}
 	if err := c.prepareAISpend(ctx); err != nil {
@@ -240,6 +230,21 @@ func (c *client) prepare(ctx context.Context) error {
 	// not fatal (the default partitions take every row) and is logged.
 	c.maintainPartitions(ctx)
 	return nil
+}
+
+// prepareSchema migrates or checks the schema on one connection, released
+// before prepare's next steps take theirs from the pool: holding it while
+// they wait would deadlock a pool of max_conns: 1.
+func (c *client) prepareSchema(ctx context.Context) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if c.cfg.CreateSchema {
+		return c.migrate(ctx, conn.Conn())
+	}
+	return c.checkSchema(ctx, conn.Conn())
 }
 
 // migrate brings the schema to this binary's version and sets the index set.

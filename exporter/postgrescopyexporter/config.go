@@ -59,7 +59,9 @@ type Config struct {
 	// max_conns caps the connection pool shared by the traces, metrics and
 	// logs pipelines of this exporter. Default: sending_queue's num_consumers
 	// × 3 signals, at least 4 (6 with the default queue), computed from the
-	// queue the configuration ends up with; 0 computes it at start too.
+	// queue the configuration ends up with; 0 computes it at start too. Any
+	// size from 1 works (no stage holds a connection while it waits for
+	// another); writers beyond it wait their turn, at a cost in throughput.
 	MaxConns int32 `mapstructure:"max_conns"`
 	// distribution is "" (one PostgreSQL) or "citus": at start, after the
 	// migrations, the tables are distributed on the Citus coordinator named by

@@ -413,12 +413,12 @@ func toEntries(msgs []redis.XMessage, redelivered bool) []Entry {
 	return out
 }
 
-// ReadNew reads up to count never-delivered entries, waiting at most block
-// (which must be positive: zero would block forever).
+// ReadNew reads up to count never-delivered entries, waiting at most block,
+// at least a millisecond.
 func (s *Stream) ReadNew(ctx context.Context, count int64, block time.Duration) ([]Entry, error) {
-	if block <= 0 {
-		block = time.Millisecond
-	}
+	// go-redis sends BLOCK in whole milliseconds: under one, BLOCK 0 would
+	// wait for an entry however long it takes.
+	block = max(block, time.Millisecond)
 	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group: s.keys.Group, Consumer: s.consumer,
 		Streams: []string{s.keys.Stream, ">"}, Count: count, Block: block,

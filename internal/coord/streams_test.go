@@ -328,3 +328,15 @@ func TestBoundsAreSoftByAtMostOneEntryPerProducer(t *testing.T) {
 	assert.LessOrEqual(t, n, int64(maxEntries+producers-1))
 	assert.Equal(t, streamBytes(t, s, rdb), counter(t, s, rdb))
 }
+
+// A wait under a millisecond (the rest of a batch's max_wait) must not reach
+// Redis as BLOCK 0, which blocks until an entry arrives: an idle worker
+// would then hold its read, and the shutdown, for go-redis's 10 s margin.
+func TestReadNewUnderAMillisecondReturns(t *testing.T) {
+	s, _ := testStream(t, Bounds{})
+	begin := time.Now()
+	entries, err := s.ReadNew(context.Background(), 10, 300*time.Microsecond)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+	assert.Less(t, time.Since(begin), time.Second)
+}
