@@ -1,0 +1,341 @@
+-- postgrescopy schema version 5: AI spend aggregated as it is written.
+--
+-- Under continuous ingest the open hour holds every recent call, and the
+-- hourly rollup cannot help it: ai_spend and the token cost query read the
+-- raw calls, a catalog look-up and (for team) a detoast of each call's
+-- whole span_attributes. Now a statement trigger on spans_rows aggregates
+-- each COPY's calls (its transition table: the rows actually stored, in the
+-- writer's transaction, so refused rows, rolled-back savepoints and batches
+-- the ledger already holds add nothing) into ai_spend_partial: one row per
+-- second, provider, model, dimensions, team, span kind and the flags that
+-- decide a call's cost source. Every entry format a collector writes goes
+-- through it: the aggregation is the database's, not the encoder's.
+--
+-- Cost is priced at read time per group, with the catalog row valid at the
+-- group's second: exact for price boundaries on whole seconds; the seconds
+-- holding a fractional boundary, and the partial seconds at a query's
+-- edges, are read from the raw calls (ai_spend_groups).
+--
+-- ai_spend_settings.partial_from: calls from that second on are in the
+-- partials, calls before are read raw. It moves to the present when the
+-- call view changes (dimensions reconfigured, promoted columns added): the
+-- partials from then on are recomputed, those before are not read. Citus
+-- (distribute.sql) sets it to infinity: every read stays raw there.
+
+CREATE TABLE IF NOT EXISTS {{schema}}.ai_spend_partial (
+    second                timestamptz NOT NULL,
+    provider              text,
+    model                 text,
+    dims                  jsonb       NOT NULL,
+    team                  text,
+    span_kind             text,
+    has_input             boolean     NOT NULL, -- input_tokens IS NOT NULL
+    has_tokens            boolean     NOT NULL, -- input or output tokens: a catalog price applies
+    reported              boolean     NOT NULL, -- reported_cost IS NOT NULL
+    calls                 bigint      NOT NULL,
+    error_calls           bigint      NOT NULL,
+    duration_ns           bigint      NOT NULL,
+    input_tokens          bigint      NOT NULL,
+    uncached_input_tokens bigint      NOT NULL,
+    cache_read_tokens     bigint      NOT NULL,
+    cache_creation_tokens bigint      NOT NULL,
+    output_tokens         bigint      NOT NULL,
+    reasoning_tokens      bigint      NOT NULL,
+    priced_output_tokens  bigint      NOT NULL, -- output less reasoning, per call at least 0
+    priced_reasoning_tokens bigint    NOT NULL, -- reasoning, per call at most the output
+    reported_cost         numeric     NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ai_spend_partial_second_idx ON {{schema}}.ai_spend_partial (second);
+
+ALTER TABLE {{schema}}.ai_spend_settings ADD COLUMN IF NOT EXISTS partial_from timestamptz NOT NULL DEFAULT 'infinity';
+ALTER TABLE {{schema}}.ai_spend_settings ADD COLUMN IF NOT EXISTS partial_sql text;
+
+-- The view rebuild of versions 2-4, kept under another name: the new
+-- postgrescopy_ai_configure calls it, then derives the partials' capture
+-- from the same call view.
+ALTER FUNCTION {{schema}}.postgrescopy_ai_configure(jsonb, interval) RENAME TO postgrescopy_ai_configure_views;
+
+-- postgrescopy_ai_partials (re)builds the capture trigger's function and the
+-- backfill from the gen_ai_spans text the view rebuild stored, when it
+-- changed or p_force: then partials from this second on are recomputed from
+-- the raw calls and partial_from moves here. Ingest into spans waits for it
+-- (SHARE ROW EXCLUSIVE), so that no transaction still running the previous
+-- capture commits partials after the recomputation.
+CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_ai_partials(p_force boolean)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $partials$
+DECLARE
+    s     constant text := {{schema_lit}};
+    st    record;
+    v     text;
+    calls text;
+    cols  text;
+    agg   text;
+    i     integer;
+    j     integer;
+    cut   timestamptz;
+BEGIN
+    SELECT * INTO st FROM {{schema}}.ai_spend_settings;
+    IF st.partial_from = 'infinity' AND NOT p_force THEN
+        RETURN; -- partials are off (Citus)
+    END IF;
+    v := st.view_sql;
+    i := position('gen_ai_spans AS' IN v);
+    j := position(';' || chr(10) || 'CREATE OR REPLACE VIEW' IN v);
+    IF i = 0 OR j <= i THEN
+        RAISE EXCEPTION 'postgrescopy_ai_partials: no gen_ai_spans in the stored view text';
+    END IF;
+    calls := substr(v, i + length('gen_ai_spans AS'), j - i - length('gen_ai_spans AS'));
+    IF calls IS NOT DISTINCT FROM st.partial_sql AND NOT p_force THEN
+        RETURN;
+    END IF;
+
+    -- The same call expressions over the COPY's stored rows, their context
+    -- joined as the spans view joins it.
+    SELECT string_agg(format('r.%I', a.attname), ', ' ORDER BY a.attnum) INTO cols
+    FROM pg_attribute a
+    WHERE a.attrelid = format('%I.spans_rows', s)::regclass AND a.attnum > 0 AND NOT a.attisdropped
+      AND a.attname NOT IN ('resource_attributes', 'context_id');
+    agg := $agg$
+SELECT date_trunc('second', c.start_time, 'UTC'), c.provider, c.model, c.dims,
+       coalesce(c.dims ->> 'team', c.span_attributes ->> 'team'), c.span_kind,
+       c.input_tokens IS NOT NULL, c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL,
+       c.reported_cost IS NOT NULL,
+       count(*), count(*) FILTER (WHERE c.status_code = 'Error'),
+       coalesce(sum(c.duration_ns), 0), coalesce(sum(c.input_tokens), 0), coalesce(sum(c.uncached_input_tokens), 0),
+       coalesce(sum(c.cache_read_tokens), 0), coalesce(sum(c.cache_creation_tokens), 0),
+       coalesce(sum(c.output_tokens), 0), coalesce(sum(c.reasoning_tokens), 0),
+       coalesce(sum(greatest(coalesce(c.output_tokens, 0) - coalesce(c.reasoning_tokens, 0), 0)), 0),
+       coalesce(sum(least(coalesce(c.reasoning_tokens, 0), coalesce(c.output_tokens, c.reasoning_tokens, 0))), 0),
+       coalesce(sum(c.reported_cost), 0)
+FROM (%s) c %s
+GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9$agg$;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION %1$I.postgrescopy_ai_capture() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $body$
+BEGIN
+    INSERT INTO %1$I.ai_spend_partial %2$s;
+    RETURN NULL;
+END
+$body$$f$, s,
+        format(agg, replace(calls, format('FROM %I.spans s', s),
+                            format('FROM (SELECT %s, coalesce(r.resource_attributes, k.resource_attributes) AS resource_attributes '
+                                   'FROM postgrescopy_new_spans r LEFT JOIN %I.contexts k ON k.context_id = r.context_id) s', cols, s)),
+               ''));
+    EXECUTE format('REVOKE ALL ON FUNCTION %I.postgrescopy_ai_capture() FROM PUBLIC', s);
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = format('%I.spans_rows', s)::regclass
+                   AND tgname = 'postgrescopy_ai_capture') THEN
+        EXECUTE format('CREATE TRIGGER postgrescopy_ai_capture AFTER INSERT ON %1$I.spans_rows '
+                       'REFERENCING NEW TABLE AS postgrescopy_new_spans FOR EACH STATEMENT '
+                       'EXECUTE FUNCTION %1$I.postgrescopy_ai_capture()', s);
+    END IF;
+
+    EXECUTE format('LOCK TABLE %I.spans_rows IN SHARE ROW EXCLUSIVE MODE', s);
+    cut := date_trunc('second', clock_timestamp(), 'UTC');
+    -- No span stored yet: the partials will hold every call.
+    EXECUTE format('SELECT CASE WHEN EXISTS (SELECT 1 FROM %I.spans_rows) THEN %L::timestamptz ELSE ''-infinity'' END', s, cut) INTO cut;
+    DELETE FROM {{schema}}.ai_spend_partial WHERE second >= cut;
+    EXECUTE format('INSERT INTO %I.ai_spend_partial ', s) || format(agg, calls, format('WHERE c.start_time >= %L', cut));
+    UPDATE {{schema}}.ai_spend_settings SET partial_from = cut, partial_sql = calls;
+END
+$partials$;
+REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_ai_partials(boolean) FROM PUBLIC;
+
+-- postgrescopy_ai_configure: as before, and the partials follow the view.
+CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_ai_configure(p_dimensions jsonb, p_late_window interval)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $configure$
+BEGIN
+    PERFORM {{schema}}.postgrescopy_ai_configure_views(p_dimensions, p_late_window);
+    PERFORM {{schema}}.postgrescopy_ai_partials(false);
+END
+$configure$;
+REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_ai_configure(jsonb, interval) FROM PUBLIC;
+
+-- Partials start now: rows already stored are read raw before this second
+-- (and from it on, the few stamped later, recomputed here).
+SELECT {{schema}}.postgrescopy_ai_partials(true);
+
+-- ai_spend_groups: the calls with start_time in (p_lo, p_hi) (each bound
+-- included when its _incl says so), per second, provider, model,
+-- dimensions, team (with p_team; NULL otherwise: reading it raw detoasts
+-- span_attributes), span kind and whether input tokens are set, priced:
+-- reported_cost, computed_cost (catalog-priced calls) and cost are NULL
+-- when no call of the group has one, as sum() over the calls gives. The
+-- partials cover the whole seconds from partial_from on, except those
+-- holding a fractional price boundary; the rest is read raw.
+CREATE OR REPLACE FUNCTION {{schema}}.ai_spend_groups(p_lo timestamptz, p_lo_incl boolean, p_hi timestamptz, p_hi_incl boolean, p_team boolean)
+RETURNS TABLE (second timestamptz, provider text, model text, dims jsonb, team text, span_kind text, has_input boolean,
+               currency text, calls bigint, reported_calls bigint, catalog_calls bigint, unpriced_calls bigint,
+               error_calls bigint, duration_ns bigint, input_tokens bigint, uncached_input_tokens bigint,
+               cache_read_tokens bigint, cache_creation_tokens bigint, output_tokens bigint, reasoning_tokens bigint,
+               reported_cost numeric, computed_cost numeric, cost numeric)
+LANGUAGE plpgsql STABLE
+AS $groups$
+DECLARE
+    s     constant text := {{schema_lit}};
+    pred  text := format('c.start_time %s %L AND c.start_time %s %L',
+                         CASE WHEN p_lo_incl THEN '>=' ELSE '>' END, p_lo, CASE WHEN p_hi_incl THEN '<=' ELSE '<' END, p_hi);
+    lo_s  timestamptz := date_trunc('second', p_lo, 'UTC');
+    hi_s  timestamptz := date_trunc('second', p_hi, 'UTC');
+    g     timestamptz;
+    b     timestamptz[];
+    raw   text[] := '{}';
+    team_expr text := CASE WHEN p_team THEN $t$coalesce(c.dims ->> 'team', c.span_attributes ->> 'team')$t$ ELSE 'NULL::text' END;
+    q     text;
+BEGIN
+    -- The first whole second inside the range, and where the partials begin.
+    g := greatest(CASE WHEN p_lo_incl AND p_lo = lo_s THEN lo_s ELSE lo_s + interval '1 second' END,
+                  (SELECT st.partial_from FROM {{schema}}.ai_spend_settings st));
+    IF g >= hi_s THEN
+        raw := raw || pred;
+    ELSE
+        raw := raw || format('%s AND c.start_time < %L', pred, g);
+        IF p_hi_incl OR p_hi <> hi_s THEN
+            raw := raw || format('%s AND c.start_time >= %L', pred, hi_s);
+        END IF;
+        SELECT coalesce(array_agg(DISTINCT date_trunc('second', x.bound, 'UTC')), '{}') INTO b
+        FROM {{schema}}.model_prices mp, LATERAL (VALUES (mp.valid_from), (mp.valid_to)) x(bound)
+        WHERE isfinite(x.bound) AND x.bound <> date_trunc('second', x.bound, 'UTC')
+          AND x.bound >= g AND x.bound < hi_s;
+        raw := raw || ARRAY(SELECT format('c.start_time >= %L AND c.start_time < %L', x, x + interval '1 second') FROM unnest(b) x);
+    END IF;
+
+    q := format($raw$
+    SELECT date_trunc('second', c.start_time, 'UTC'), c.provider, c.model, c.dims, %3$s, c.span_kind,
+           c.input_tokens IS NOT NULL, c.currency,
+           count(*),
+           count(*) FILTER (WHERE c.cost_source = 'reported'),
+           count(*) FILTER (WHERE c.cost_source = 'catalog'),
+           count(*) FILTER (WHERE c.cost_source = 'unpriced'),
+           count(*) FILTER (WHERE c.status_code = 'Error'),
+           coalesce(sum(c.duration_ns), 0)::bigint,
+           coalesce(sum(c.input_tokens), 0)::bigint,
+           coalesce(sum(c.uncached_input_tokens), 0)::bigint,
+           coalesce(sum(c.cache_read_tokens), 0)::bigint,
+           coalesce(sum(c.cache_creation_tokens), 0)::bigint,
+           coalesce(sum(c.output_tokens), 0)::bigint,
+           coalesce(sum(c.reasoning_tokens), 0)::bigint,
+           sum(c.reported_cost),
+           sum(c.computed_cost) FILTER (WHERE c.cost_source = 'catalog'),
+           sum(c.cost)
+    FROM (%2$s) c
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8$raw$, s,
+        array_to_string(ARRAY(SELECT format('SELECT * FROM %I.gen_ai_calls c WHERE %s', s, r) FROM unnest(raw) r), ' UNION ALL '),
+        team_expr);
+    IF g < hi_s THEN
+        -- A group's calls share their second: with whole-second price
+        -- boundaries, the catalog row valid at it is every call's.
+        q := q || format($part$
+    UNION ALL
+    SELECT p.second, p.provider, p.model, p.dims, %4$s, p.span_kind, p.has_input,
+           CASE WHEN p.reported THEN 'USD' ELSE mp.currency END,
+           p.calls,
+           CASE WHEN p.reported THEN p.calls ELSE 0 END,
+           CASE WHEN NOT p.reported AND mp.id IS NOT NULL AND p.has_tokens THEN p.calls ELSE 0 END,
+           CASE WHEN NOT p.reported AND (mp.id IS NULL OR NOT p.has_tokens) THEN p.calls ELSE 0 END,
+           p.error_calls, p.duration_ns, p.input_tokens, p.uncached_input_tokens, p.cache_read_tokens,
+           p.cache_creation_tokens, p.output_tokens, p.reasoning_tokens,
+           CASE WHEN p.reported THEN p.reported_cost END,
+           x.computed_cost,
+           CASE WHEN p.reported THEN p.reported_cost ELSE x.computed_cost END
+    FROM (
+        SELECT q.second, q.provider, q.model, q.dims, min(q.team) AS team, q.span_kind, q.has_input, q.has_tokens, q.reported,
+               sum(q.calls)::bigint AS calls, sum(q.error_calls)::bigint AS error_calls, sum(q.duration_ns)::bigint AS duration_ns,
+               sum(q.input_tokens)::bigint AS input_tokens, sum(q.uncached_input_tokens)::bigint AS uncached_input_tokens,
+               sum(q.cache_read_tokens)::bigint AS cache_read_tokens, sum(q.cache_creation_tokens)::bigint AS cache_creation_tokens,
+               sum(q.output_tokens)::bigint AS output_tokens, sum(q.reasoning_tokens)::bigint AS reasoning_tokens,
+               sum(q.priced_output_tokens) AS priced_output_tokens, sum(q.priced_reasoning_tokens) AS priced_reasoning_tokens,
+               sum(q.reported_cost) AS reported_cost
+        FROM %1$I.ai_spend_partial q
+        WHERE q.second >= %2$L AND q.second < %3$L AND q.second <> ALL (%5$L::timestamptz[])
+        GROUP BY q.second, q.provider, q.model, q.dims, %6$s, q.span_kind, q.has_input, q.has_tokens, q.reported
+    ) p
+    LEFT JOIN LATERAL (
+        SELECT mp.* FROM %1$I.model_prices mp
+        WHERE (mp.provider IS NULL OR mp.provider = p.provider)
+          AND CASE mp.match WHEN 'exact' THEN mp.model = p.model ELSE p.model LIKE mp.model END
+          AND p.second >= mp.valid_from AND p.second < mp.valid_to
+        ORDER BY mp.match = 'exact' DESC, mp.provider IS NOT NULL DESC, length(mp.model) DESC, mp.valid_from DESC, mp.id DESC
+        LIMIT 1
+    ) mp ON true
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN NOT p.reported AND mp.id IS NOT NULL AND p.has_tokens THEN
+                   (p.uncached_input_tokens * mp.input_per_mtok
+                    + p.cache_read_tokens * coalesce(mp.cache_read_per_mtok, mp.input_per_mtok)
+                    + p.cache_creation_tokens * coalesce(mp.cache_write_per_mtok, mp.input_per_mtok)
+                    + p.priced_output_tokens * mp.output_per_mtok
+                    + p.priced_reasoning_tokens * coalesce(mp.reasoning_per_mtok, mp.output_per_mtok)) / 1000000
+               END AS computed_cost
+    ) x$part$, s, g, hi_s, CASE WHEN p_team THEN 'p.team' ELSE 'NULL::text' END, b,
+            CASE WHEN p_team THEN 'q.team' ELSE 'NULL::text' END);
+    END IF;
+    RETURN QUERY EXECUTE q;
+END
+$groups$;
+
+-- ai_spend_aggregate (the rollup's and the ai_spend view's) reads the groups.
+CREATE OR REPLACE FUNCTION {{schema}}.ai_spend_aggregate(p_from timestamptz, p_to timestamptz)
+RETURNS SETOF {{schema}}.ai_spend_hourly
+LANGUAGE sql STABLE
+AS $agg$
+    SELECT date_trunc('hour', g.second, 'UTC'), g.provider, g.model, g.dims, g.currency,
+           sum(g.calls)::bigint, sum(g.reported_calls)::bigint, sum(g.catalog_calls)::bigint,
+           sum(g.unpriced_calls)::bigint, sum(g.error_calls)::bigint, sum(g.duration_ns)::bigint,
+           sum(g.input_tokens)::bigint, sum(g.uncached_input_tokens)::bigint, sum(g.cache_read_tokens)::bigint,
+           sum(g.cache_creation_tokens)::bigint, sum(g.output_tokens)::bigint, sum(g.reasoning_tokens)::bigint,
+           coalesce(sum(g.reported_cost), 0), coalesce(sum(g.computed_cost), 0), coalesce(sum(g.cost), 0)
+    FROM {{schema}}.ai_spend_groups(p_from, true, p_to, false, false) g
+    GROUP BY 1, 2, 3, 4, 5
+$agg$;
+
+-- postgrescopy_maintain: as in version 2, and it merges the partials of the
+-- hours it rolls up (one row per group and second instead of one per COPY)
+-- and drops those older than the retention.
+CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_maintain(p_interval interval, p_premake integer, p_retention interval)
+RETURNS TABLE (action text, partition_name text, detail text)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $maintain$
+DECLARE
+    s     constant text := {{schema_lit}};
+    st    record;
+    lo    timestamptz;
+    hi    timestamptz := date_trunc('hour', now(), 'UTC');
+    n     bigint;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext('postgrescopy_maintain/' || s)) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO st FROM {{schema}}.ai_spend_settings FOR UPDATE;
+    PERFORM {{schema}}.postgrescopy_ai_configure(st.dimensions, NULL);
+    IF st.rolled_to IS NULL THEN
+        SELECT min(start_time) INTO lo FROM {{schema}}.spans;
+    ELSE
+        lo := least(st.rolled_to, hi) - st.late_window;
+    END IF;
+    IF p_retention IS NOT NULL THEN
+        lo := greatest(lo, date_trunc('hour', now() - p_retention, 'UTC') + interval '1 hour');
+        DELETE FROM {{schema}}.ai_spend_partial WHERE second < now() - p_retention - p_interval;
+    END IF;
+    lo := coalesce(lo, hi);
+    WITH d AS (DELETE FROM {{schema}}.ai_spend_partial WHERE second >= lo AND second < hi RETURNING *)
+    INSERT INTO {{schema}}.ai_spend_partial
+    SELECT second, provider, model, dims, team, span_kind, has_input, has_tokens, reported,
+           sum(calls), sum(error_calls), sum(duration_ns), sum(input_tokens), sum(uncached_input_tokens),
+           sum(cache_read_tokens), sum(cache_creation_tokens), sum(output_tokens), sum(reasoning_tokens),
+           sum(priced_output_tokens), sum(priced_reasoning_tokens), sum(reported_cost)
+    FROM d GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9;
+    n := {{schema}}.postgrescopy_ai_rollup(lo, hi);
+    UPDATE {{schema}}.ai_spend_settings SET rolled_to = hi;
+    IF n > 0 THEN
+        action := 'rolled_up'; partition_name := 'ai_spend_hourly';
+        detail := n || ' rows from ' || to_char(date_trunc('hour', lo, 'UTC') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"');
+        RETURN NEXT;
+    END IF;
+    RETURN QUERY SELECT * FROM {{schema}}.postgrescopy_maintain_partitions(p_interval, p_premake, p_retention);
+END
+$maintain$;
+REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_maintain(interval, integer, interval) FROM PUBLIC;
