@@ -11,14 +11,14 @@
 -- team is the cost attribution dimension named team (cost_attribution:
 -- {dimensions: ...}), else the span attribute team.
 -- Columns: otel.ai_spend_groups(from, from included, to, to included, team):
--- the calls aggregated per second as they were written (ai_spend_partial),
--- priced per group; the seconds the partials cannot answer exactly (the
--- window's partial edge seconds, a fractional price boundary, calls stored
+-- the calls aggregated per minute as they were written (ai_spend_partial),
+-- priced per group; the minutes the partials cannot answer exactly (a
+-- window bound or a price boundary between a group's calls, calls stored
 -- before schema version 5) are read from the raw calls (gen_ai_calls). The
 -- same answer as grouping gen_ai_calls, without reading each call.
--- Index: ai_spend_partial (second).
+-- Index: ai_spend_partial (minute).
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
-SELECT date_trunc('day', g.second) AS day,
+SELECT date_trunc('day', g.minute) AS day,
        g.team,
        g.model,
        sum(g.calls)::bigint AS calls,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -122,6 +123,27 @@ func aiIdentity(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s string,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("token_cost differs from the raw calls:\ngot:  %q\nwant: %q", got, want)
+	}
+	// A window that starts and ends inside groups (a fraction of a second
+	// past a call's minute): those minutes are read raw.
+	var lo, hi time.Time
+	if err := pool.QueryRow(ctx, "SELECT percentile_disc(0.3) WITHIN GROUP (ORDER BY start_time) + interval '0.37 seconds', "+
+		"percentile_disc(0.8) WITHIN GROUP (ORDER BY start_time) + interval '0.61 seconds' FROM "+
+		pgx.Identifier{s, "gen_ai_spans"}.Sanitize()).Scan(&lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	for _, incl := range []bool{false, true} {
+		got, want := rowsOf(fmt.Sprintf(`SELECT model, team, span_kind, sum(calls)::bigint, sum(unpriced_calls)::bigint, sum(catalog_calls)::bigint,
+       sum(input_tokens)::bigint, sum(output_tokens)::bigint, round(sum(cost), 10), min(currency)
+FROM otel.ai_spend_groups('%[1]s', %[3]t, '%[2]s', %[3]t, true) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), incl)),
+			rowsOf(fmt.Sprintf(`SELECT model, coalesce(dims ->> 'team', span_attributes ->> 'team'), span_kind, count(*),
+       count(*) FILTER (WHERE cost_source = 'unpriced'), count(*) FILTER (WHERE cost_source = 'catalog'),
+       coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint, round(sum(cost), 10), min(currency)
+FROM otel.gen_ai_calls WHERE start_time %[3]s '%[1]s' AND start_time %[4]s '%[2]s' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+				lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), map[bool]string{true: ">=", false: ">"}[incl], map[bool]string{true: "<=", false: "<"}[incl]))
+		if len(want) < 2 || !slices.Equal(got, want) {
+			t.Fatalf("ai_spend_groups(%s, %s) differs from the raw calls:\ngot:  %q\nwant: %q", lo, hi, got, want)
+		}
 	}
 	if hourly {
 		got, want := rowsOf(viewHourly), rowsOf(plainHourly)

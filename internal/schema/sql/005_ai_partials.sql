@@ -7,23 +7,27 @@
 -- each COPY's calls (its transition table: the rows actually stored, in the
 -- writer's transaction, so refused rows, rolled-back savepoints and batches
 -- the ledger already holds add nothing) into ai_spend_partial: one row per
--- second, provider, model, dimensions, team, span kind and the flags that
--- decide a call's cost source. Every entry format a collector writes goes
--- through it: the aggregation is the database's, not the encoder's.
+-- minute, provider, model, dimensions, team, span kind and the flags that
+-- decide a call's cost source, with the earliest and latest start time of
+-- its calls. Every entry format a collector writes goes through it: the
+-- aggregation is the database's, not the encoder's.
 --
 -- Cost is priced at read time per group, with the catalog row valid at the
--- group's second: exact for price boundaries on whole seconds; the seconds
--- holding a fractional boundary, and the partial seconds at a query's
--- edges, are read from the raw calls (ai_spend_groups).
+-- group's earliest call: the same row for all its calls unless a price
+-- boundary falls between its earliest and latest call. Such a minute, and a
+-- minute where a query's bound splits a group, is read from the raw calls
+-- (ai_spend_groups); a boundary on a whole minute never splits a group.
 --
--- ai_spend_settings.partial_from: calls from that second on are in the
+-- ai_spend_settings.partial_from: calls from that minute on are in the
 -- partials, calls before are read raw. It moves to the present when the
 -- call view changes (dimensions reconfigured, promoted columns added): the
 -- partials from then on are recomputed, those before are not read. Citus
 -- (distribute.sql) sets it to infinity: every read stays raw there.
 
 CREATE TABLE IF NOT EXISTS {{schema}}.ai_spend_partial (
-    second                timestamptz NOT NULL,
+    minute                timestamptz NOT NULL, -- UTC
+    min_start             timestamptz NOT NULL, -- the group's earliest call
+    max_start             timestamptz NOT NULL, -- and latest
     provider              text,
     model                 text,
     dims                  jsonb       NOT NULL,
@@ -45,7 +49,7 @@ CREATE TABLE IF NOT EXISTS {{schema}}.ai_spend_partial (
     priced_reasoning_tokens bigint    NOT NULL, -- reasoning, per call at most the output
     reported_cost         numeric     NOT NULL
 );
-CREATE INDEX IF NOT EXISTS ai_spend_partial_second_idx ON {{schema}}.ai_spend_partial (second);
+CREATE INDEX IF NOT EXISTS ai_spend_partial_minute_idx ON {{schema}}.ai_spend_partial (minute);
 
 ALTER TABLE {{schema}}.ai_spend_settings ADD COLUMN IF NOT EXISTS partial_from timestamptz NOT NULL DEFAULT 'infinity';
 ALTER TABLE {{schema}}.ai_spend_settings ADD COLUMN IF NOT EXISTS partial_sql text;
@@ -55,9 +59,25 @@ ALTER TABLE {{schema}}.ai_spend_settings ADD COLUMN IF NOT EXISTS partial_sql te
 -- from the same call view.
 ALTER FUNCTION {{schema}}.postgrescopy_ai_configure(jsonb, interval) RENAME TO postgrescopy_ai_configure_views;
 
+-- postgrescopy_ai_compact merges the partials of the minutes from p_from
+-- on into one row per group and minute.
+CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_ai_compact(p_from timestamptz)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $compact$
+    WITH d AS (DELETE FROM {{schema}}.ai_spend_partial WHERE minute >= p_from RETURNING *)
+    INSERT INTO {{schema}}.ai_spend_partial
+    SELECT minute, min(min_start), max(max_start), provider, model, dims, team, span_kind, has_input, has_tokens, reported,
+           sum(calls), sum(error_calls), sum(duration_ns), sum(input_tokens), sum(uncached_input_tokens),
+           sum(cache_read_tokens), sum(cache_creation_tokens), sum(output_tokens), sum(reasoning_tokens),
+           sum(priced_output_tokens), sum(priced_reasoning_tokens), sum(reported_cost)
+    FROM d GROUP BY minute, provider, model, dims, team, span_kind, has_input, has_tokens, reported
+$compact$;
+REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_ai_compact(timestamptz) FROM PUBLIC;
+
 -- postgrescopy_ai_partials (re)builds the capture trigger's function and the
 -- backfill from the gen_ai_spans text the view rebuild stored, when it
--- changed or p_force: then partials from this second on are recomputed from
+-- changed or p_force: then partials from this minute on are recomputed from
 -- the raw calls and partial_from moves here. Ingest into spans waits for it
 -- (SHARE ROW EXCLUSIVE), so that no transaction still running the previous
 -- capture commits partials after the recomputation.
@@ -98,7 +118,7 @@ BEGIN
     WHERE a.attrelid = format('%I.spans_rows', s)::regclass AND a.attnum > 0 AND NOT a.attisdropped
       AND a.attname NOT IN ('resource_attributes', 'context_id');
     agg := $agg$
-SELECT date_trunc('second', c.start_time, 'UTC'), c.provider, c.model, c.dims,
+SELECT date_trunc('minute', c.start_time, 'UTC'), min(c.start_time), max(c.start_time), c.provider, c.model, c.dims,
        coalesce(c.dims ->> 'team', c.span_attributes ->> 'team'), c.span_kind,
        c.input_tokens IS NOT NULL, c.input_tokens IS NOT NULL OR c.output_tokens IS NOT NULL,
        c.reported_cost IS NOT NULL,
@@ -110,20 +130,27 @@ SELECT date_trunc('second', c.start_time, 'UTC'), c.provider, c.model, c.dims,
        coalesce(sum(least(coalesce(c.reasoning_tokens, 0), coalesce(c.output_tokens, c.reasoning_tokens, 0))), 0),
        coalesce(sum(c.reported_cost), 0)
 FROM (%s) c %s
-GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9$agg$;
+GROUP BY 1, 4, 5, 6, 7, 8, 9, 10, 11$agg$;
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION %1$I.postgrescopy_ai_capture() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $body$
 BEGIN
     INSERT INTO %1$I.ai_spend_partial %2$s;
+    -- Each COPY adds a row per group and minute its calls fall in: one
+    -- COPY in fifty merges the recent ones, so that readers sum a row per
+    -- group and minute, not one per COPY (one writer at a time; the others
+    -- skip it).
+    IF random() < 0.02 AND pg_try_advisory_xact_lock(hashtext('postgrescopy_ai_compact/' || %3$L)) THEN
+        PERFORM %1$I.postgrescopy_ai_compact(now() - (SELECT late_window FROM %1$I.ai_spend_settings));
+    END IF;
     RETURN NULL;
 END
 $body$$f$, s,
         format(agg, replace(calls, format('FROM %I.spans s', s),
                             format('FROM (SELECT %s, coalesce(r.resource_attributes, k.resource_attributes) AS resource_attributes '
                                    'FROM postgrescopy_new_spans r LEFT JOIN %I.contexts k ON k.context_id = r.context_id) s', cols, s)),
-               ''));
+               ''), s);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.postgrescopy_ai_capture() FROM PUBLIC', s);
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = format('%I.spans_rows', s)::regclass
                    AND tgname = 'postgrescopy_ai_capture') THEN
@@ -133,10 +160,10 @@ $body$$f$, s,
     END IF;
 
     EXECUTE format('LOCK TABLE %I.spans_rows IN SHARE ROW EXCLUSIVE MODE', s);
-    cut := date_trunc('second', clock_timestamp(), 'UTC');
+    cut := date_trunc('minute', clock_timestamp(), 'UTC');
     -- No span stored yet: the partials will hold every call.
     EXECUTE format('SELECT CASE WHEN EXISTS (SELECT 1 FROM %I.spans_rows) THEN %L::timestamptz ELSE ''-infinity'' END', s, cut) INTO cut;
-    DELETE FROM {{schema}}.ai_spend_partial WHERE second >= cut;
+    DELETE FROM {{schema}}.ai_spend_partial WHERE minute >= cut;
     EXECUTE format('INSERT INTO %I.ai_spend_partial ', s) || format(agg, calls, format('WHERE c.start_time >= %L', cut));
     UPDATE {{schema}}.ai_spend_settings SET partial_from = cut, partial_sql = calls;
 END
@@ -155,20 +182,21 @@ END
 $configure$;
 REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_ai_configure(jsonb, interval) FROM PUBLIC;
 
--- Partials start now: rows already stored are read raw before this second
+-- Partials start now: rows already stored are read raw before this minute
 -- (and from it on, the few stamped later, recomputed here).
 SELECT {{schema}}.postgrescopy_ai_partials(true);
 
 -- ai_spend_groups: the calls with start_time in (p_lo, p_hi) (each bound
--- included when its _incl says so), per second, provider, model,
+-- included when its _incl says so), per UTC minute, provider, model,
 -- dimensions, team (with p_team; NULL otherwise: reading it raw detoasts
 -- span_attributes), span kind and whether input tokens are set, priced:
 -- reported_cost, computed_cost (catalog-priced calls) and cost are NULL
--- when no call of the group has one, as sum() over the calls gives. The
--- partials cover the whole seconds from partial_from on, except those
--- holding a fractional price boundary; the rest is read raw.
+-- when no call of the group has one, as sum() over the calls gives. Read
+-- from the partials from partial_from on, except the minutes where a bound
+-- or a price boundary falls inside a group (between its earliest and latest
+-- call): those, and the calls before partial_from, are read raw.
 CREATE OR REPLACE FUNCTION {{schema}}.ai_spend_groups(p_lo timestamptz, p_lo_incl boolean, p_hi timestamptz, p_hi_incl boolean, p_team boolean)
-RETURNS TABLE (second timestamptz, provider text, model text, dims jsonb, team text, span_kind text, has_input boolean,
+RETURNS TABLE (minute timestamptz, provider text, model text, dims jsonb, team text, span_kind text, has_input boolean,
                currency text, calls bigint, reported_calls bigint, catalog_calls bigint, unpriced_calls bigint,
                error_calls bigint, duration_ns bigint, input_tokens bigint, uncached_input_tokens bigint,
                cache_read_tokens bigint, cache_creation_tokens bigint, output_tokens bigint, reasoning_tokens bigint,
@@ -176,36 +204,45 @@ RETURNS TABLE (second timestamptz, provider text, model text, dims jsonb, team t
 LANGUAGE plpgsql STABLE
 AS $groups$
 DECLARE
-    s     constant text := {{schema_lit}};
-    pred  text := format('c.start_time %s %L AND c.start_time %s %L',
-                         CASE WHEN p_lo_incl THEN '>=' ELSE '>' END, p_lo, CASE WHEN p_hi_incl THEN '<=' ELSE '<' END, p_hi);
-    lo_s  timestamptz := date_trunc('second', p_lo, 'UTC');
-    hi_s  timestamptz := date_trunc('second', p_hi, 'UTC');
-    g     timestamptz;
-    b     timestamptz[];
-    raw   text[] := '{}';
-    team_expr text := CASE WHEN p_team THEN $t$coalesce(c.dims ->> 'team', c.span_attributes ->> 'team')$t$ ELSE 'NULL::text' END;
-    q     text;
+    s       constant text := {{schema_lit}};
+    lo_op   constant text := CASE WHEN p_lo_incl THEN '>=' ELSE '>' END;
+    hi_op   constant text := CASE WHEN p_hi_incl THEN '<=' ELSE '<' END;
+    pred    constant text := format('c.start_time %s %L AND c.start_time %s %L', lo_op, p_lo, hi_op, p_hi);
+    inside  constant text := format('p.min_start %s %L AND p.max_start %s %L', lo_op, p_lo, hi_op, p_hi);
+    lo_m    constant timestamptz := date_trunc('minute', p_lo, 'UTC');
+    hi_m    constant timestamptz := date_trunc('minute', p_hi, 'UTC');
+    g       timestamptz;
+    mixed   timestamptz[];
+    raw     text[] := '{}';
+    team_expr constant text := CASE WHEN p_team THEN $t$coalesce(c.dims ->> 'team', c.span_attributes ->> 'team')$t$ ELSE 'NULL::text' END;
+    q       text;
 BEGIN
-    -- The first whole second inside the range, and where the partials begin.
-    g := greatest(CASE WHEN p_lo_incl AND p_lo = lo_s THEN lo_s ELSE lo_s + interval '1 second' END,
-                  (SELECT st.partial_from FROM {{schema}}.ai_spend_settings st));
-    IF g >= hi_s THEN
+    g := greatest(lo_m, (SELECT st.partial_from FROM {{schema}}.ai_spend_settings st));
+    IF g > hi_m THEN
         raw := raw || pred;
     ELSE
-        raw := raw || format('%s AND c.start_time < %L', pred, g);
-        IF p_hi_incl OR p_hi <> hi_s THEN
-            raw := raw || format('%s AND c.start_time >= %L', pred, hi_s);
+        IF g > p_lo THEN
+            raw := raw || format('%s AND c.start_time < %L', pred, g);
         END IF;
-        SELECT coalesce(array_agg(DISTINCT date_trunc('second', x.bound, 'UTC')), '{}') INTO b
-        FROM {{schema}}.model_prices mp, LATERAL (VALUES (mp.valid_from), (mp.valid_to)) x(bound)
-        WHERE isfinite(x.bound) AND x.bound <> date_trunc('second', x.bound, 'UTC')
-          AND x.bound >= g AND x.bound < hi_s;
-        raw := raw || ARRAY(SELECT format('c.start_time >= %L AND c.start_time < %L', x, x + interval '1 second') FROM unnest(b) x);
+        -- Minutes to read raw: a bound inside a group (some of its calls in
+        -- the range, some not), or a price boundary inside one.
+        EXECUTE format($m$
+            SELECT coalesce(array_agg(DISTINCT m), '{}') FROM (
+                SELECT p.minute AS m FROM %1$I.ai_spend_partial p
+                WHERE p.minute IN (%2$L, %3$L) AND p.minute >= %4$L
+                  AND NOT (%5$s) AND p.max_start %6$s %7$L AND p.min_start %8$s %9$L
+                UNION ALL
+                SELECT p.minute FROM %1$I.model_prices mp, LATERAL (VALUES (mp.valid_from), (mp.valid_to)) x(bound),
+                     %1$I.ai_spend_partial p
+                WHERE isfinite(x.bound) AND x.bound <> date_trunc('minute', x.bound, 'UTC')
+                  AND p.minute = date_trunc('minute', x.bound, 'UTC') AND p.minute >= %4$L AND p.minute <= %3$L
+                  AND p.min_start < x.bound AND p.max_start >= x.bound) x$m$,
+            s, lo_m, hi_m, g, inside, lo_op, p_lo, hi_op, p_hi) INTO mixed;
+        raw := raw || ARRAY(SELECT format('%s AND c.start_time >= %L AND c.start_time < %L', pred, x, x + interval '1 minute') FROM unnest(mixed) x);
     END IF;
 
     q := format($raw$
-    SELECT date_trunc('second', c.start_time, 'UTC'), c.provider, c.model, c.dims, %3$s, c.span_kind,
+    SELECT date_trunc('minute', c.start_time, 'UTC'), c.provider, c.model, c.dims, %3$s, c.span_kind,
            c.input_tokens IS NOT NULL, c.currency,
            count(*),
            count(*) FILTER (WHERE c.cost_source = 'reported'),
@@ -226,12 +263,16 @@ BEGIN
     GROUP BY 1, 2, 3, 4, 5, 6, 7, 8$raw$, s,
         array_to_string(ARRAY(SELECT format('SELECT * FROM %I.gen_ai_calls c WHERE %s', s, r) FROM unnest(raw) r), ' UNION ALL '),
         team_expr);
-    IF g < hi_s THEN
-        -- A group's calls share their second: with whole-second price
-        -- boundaries, the catalog row valid at it is every call's.
+    IF cardinality(raw) = 0 THEN
+        q := '';
+    ELSIF g <= hi_m THEN
+        q := q || ' UNION ALL ';
+    END IF;
+    IF g <= hi_m THEN
+        -- No price boundary inside a group read here: the catalog row
+        -- valid at its earliest call is every call's.
         q := q || format($part$
-    UNION ALL
-    SELECT p.second, p.provider, p.model, p.dims, %4$s, p.span_kind, p.has_input,
+    SELECT p.minute, p.provider, p.model, p.dims, p.team, p.span_kind, p.has_input,
            CASE WHEN p.reported THEN 'USD' ELSE mp.currency END,
            p.calls,
            CASE WHEN p.reported THEN p.calls ELSE 0 END,
@@ -243,22 +284,23 @@ BEGIN
            x.computed_cost,
            CASE WHEN p.reported THEN p.reported_cost ELSE x.computed_cost END
     FROM (
-        SELECT q.second, q.provider, q.model, q.dims, min(q.team) AS team, q.span_kind, q.has_input, q.has_tokens, q.reported,
-               sum(q.calls)::bigint AS calls, sum(q.error_calls)::bigint AS error_calls, sum(q.duration_ns)::bigint AS duration_ns,
-               sum(q.input_tokens)::bigint AS input_tokens, sum(q.uncached_input_tokens)::bigint AS uncached_input_tokens,
-               sum(q.cache_read_tokens)::bigint AS cache_read_tokens, sum(q.cache_creation_tokens)::bigint AS cache_creation_tokens,
-               sum(q.output_tokens)::bigint AS output_tokens, sum(q.reasoning_tokens)::bigint AS reasoning_tokens,
-               sum(q.priced_output_tokens) AS priced_output_tokens, sum(q.priced_reasoning_tokens) AS priced_reasoning_tokens,
-               sum(q.reported_cost) AS reported_cost
-        FROM %1$I.ai_spend_partial q
-        WHERE q.second >= %2$L AND q.second < %3$L AND q.second <> ALL (%5$L::timestamptz[])
-        GROUP BY q.second, q.provider, q.model, q.dims, %6$s, q.span_kind, q.has_input, q.has_tokens, q.reported
+        SELECT p.minute, min(p.min_start) AS min_start, p.provider, p.model, p.dims, %5$s AS team, p.span_kind,
+               p.has_input, p.has_tokens, p.reported,
+               sum(p.calls)::bigint AS calls, sum(p.error_calls)::bigint AS error_calls, sum(p.duration_ns)::bigint AS duration_ns,
+               sum(p.input_tokens)::bigint AS input_tokens, sum(p.uncached_input_tokens)::bigint AS uncached_input_tokens,
+               sum(p.cache_read_tokens)::bigint AS cache_read_tokens, sum(p.cache_creation_tokens)::bigint AS cache_creation_tokens,
+               sum(p.output_tokens)::bigint AS output_tokens, sum(p.reasoning_tokens)::bigint AS reasoning_tokens,
+               sum(p.priced_output_tokens) AS priced_output_tokens, sum(p.priced_reasoning_tokens) AS priced_reasoning_tokens,
+               sum(p.reported_cost) AS reported_cost
+        FROM %1$I.ai_spend_partial p
+        WHERE p.minute >= %2$L AND p.minute <= %3$L AND p.minute <> ALL (%4$L::timestamptz[]) AND %6$s
+        GROUP BY p.minute, p.provider, p.model, p.dims, 6, p.span_kind, p.has_input, p.has_tokens, p.reported
     ) p
     LEFT JOIN LATERAL (
         SELECT mp.* FROM %1$I.model_prices mp
         WHERE (mp.provider IS NULL OR mp.provider = p.provider)
           AND CASE mp.match WHEN 'exact' THEN mp.model = p.model ELSE p.model LIKE mp.model END
-          AND p.second >= mp.valid_from AND p.second < mp.valid_to
+          AND p.min_start >= mp.valid_from AND p.min_start < mp.valid_to
         ORDER BY mp.match = 'exact' DESC, mp.provider IS NOT NULL DESC, length(mp.model) DESC, mp.valid_from DESC, mp.id DESC
         LIMIT 1
     ) mp ON true
@@ -270,8 +312,7 @@ BEGIN
                     + p.priced_output_tokens * mp.output_per_mtok
                     + p.priced_reasoning_tokens * coalesce(mp.reasoning_per_mtok, mp.output_per_mtok)) / 1000000
                END AS computed_cost
-    ) x$part$, s, g, hi_s, CASE WHEN p_team THEN 'p.team' ELSE 'NULL::text' END, b,
-            CASE WHEN p_team THEN 'q.team' ELSE 'NULL::text' END);
+    ) x$part$, s, g, hi_m, mixed, CASE WHEN p_team THEN 'p.team' ELSE 'NULL::text' END, inside);
     END IF;
     RETURN QUERY EXECUTE q;
 END
@@ -282,7 +323,7 @@ CREATE OR REPLACE FUNCTION {{schema}}.ai_spend_aggregate(p_from timestamptz, p_t
 RETURNS SETOF {{schema}}.ai_spend_hourly
 LANGUAGE sql STABLE
 AS $agg$
-    SELECT date_trunc('hour', g.second, 'UTC'), g.provider, g.model, g.dims, g.currency,
+    SELECT date_trunc('hour', g.minute, 'UTC'), g.provider, g.model, g.dims, g.currency,
            sum(g.calls)::bigint, sum(g.reported_calls)::bigint, sum(g.catalog_calls)::bigint,
            sum(g.unpriced_calls)::bigint, sum(g.error_calls)::bigint, sum(g.duration_ns)::bigint,
            sum(g.input_tokens)::bigint, sum(g.uncached_input_tokens)::bigint, sum(g.cache_read_tokens)::bigint,
@@ -293,7 +334,8 @@ AS $agg$
 $agg$;
 
 -- postgrescopy_maintain: as in version 2, and it merges the partials of the
--- hours it rolls up (one row per group and second instead of one per COPY)
+-- hours it rolls up and after (one row per group and minute instead of one
+-- per COPY)
 -- and drops those older than the retention.
 CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_maintain(p_interval interval, p_premake integer, p_retention interval)
 RETURNS TABLE (action text, partition_name text, detail text)
@@ -318,16 +360,12 @@ BEGIN
     END IF;
     IF p_retention IS NOT NULL THEN
         lo := greatest(lo, date_trunc('hour', now() - p_retention, 'UTC') + interval '1 hour');
-        DELETE FROM {{schema}}.ai_spend_partial WHERE second < now() - p_retention - p_interval;
+        DELETE FROM {{schema}}.ai_spend_partial WHERE minute < now() - p_retention - p_interval;
     END IF;
     lo := coalesce(lo, hi);
-    WITH d AS (DELETE FROM {{schema}}.ai_spend_partial WHERE second >= lo AND second < hi RETURNING *)
-    INSERT INTO {{schema}}.ai_spend_partial
-    SELECT second, provider, model, dims, team, span_kind, has_input, has_tokens, reported,
-           sum(calls), sum(error_calls), sum(duration_ns), sum(input_tokens), sum(uncached_input_tokens),
-           sum(cache_read_tokens), sum(cache_creation_tokens), sum(output_tokens), sum(reasoning_tokens),
-           sum(priced_output_tokens), sum(priced_reasoning_tokens), sum(reported_cost)
-    FROM d GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9;
+    IF pg_try_advisory_xact_lock(hashtext('postgrescopy_ai_compact/' || s)) THEN
+        PERFORM {{schema}}.postgrescopy_ai_compact(lo);
+    END IF;
     n := {{schema}}.postgrescopy_ai_rollup(lo, hi);
     UPDATE {{schema}}.ai_spend_settings SET rolled_to = hi;
     IF n > 0 THEN
