@@ -155,8 +155,9 @@ FROM otel.gen_ai_calls WHERE start_time %[3]s '%[1]s' AND start_time %[4]s '%[2]
 
 // TestAISpendPartialsSame: the AI spend read from the partials the capture
 // trigger keeps answers as the raw calls do, through refused rows, a batch
-// written twice, prices that change inside the window (on a whole second
-// and on a fraction of one), late spans for an hour already rolled up, and
+// written twice, prices that change inside the window (off the minute, on
+// a fraction of a second: inside groups), windows that start and end inside
+// groups, late spans for an hour already rolled up, and
 // a dimension some calls lack.
 func TestAISpendPartialsSame(t *testing.T) {
 	if testing.Short() {

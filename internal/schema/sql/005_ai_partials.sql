@@ -135,13 +135,19 @@ GROUP BY 1, 4, 5, 6, 7, 8, 9, 10, 11$agg$;
 CREATE OR REPLACE FUNCTION %1$I.postgrescopy_ai_capture() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $body$
+DECLARE
+    n bigint;
 BEGIN
     INSERT INTO %1$I.ai_spend_partial %2$s;
-    -- Each COPY adds a row per group and minute its calls fall in: one
-    -- COPY in fifty merges the recent ones, so that readers sum a row per
-    -- group and minute, not one per COPY (one writer at a time; the others
-    -- skip it).
-    IF random() < 0.02 AND pg_try_advisory_xact_lock(hashtext('postgrescopy_ai_compact/' || %3$L)) THEN
+    GET DIAGNOSTICS n = ROW_COUNT;
+    -- Each COPY adds a row per group and minute its calls fall in. A COPY
+    -- merges the late window's rows into one per group and minute with the
+    -- chance of its rows over the table's (at least 1,000): about once the
+    -- table has doubled, so that each row is rewritten a few times at most
+    -- and readers sum about a row per group and minute, not one per COPY.
+    -- One writer at a time; the others skip it.
+    IF n > 0 AND random() * greatest((SELECT c.reltuples FROM pg_class c WHERE c.oid = %3$L::regclass), 1000) < n
+       AND pg_try_advisory_xact_lock(hashtext('postgrescopy_ai_compact/' || %4$L)) THEN
         PERFORM %1$I.postgrescopy_ai_compact(now() - (SELECT late_window FROM %1$I.ai_spend_settings));
     END IF;
     RETURN NULL;
@@ -150,7 +156,7 @@ $body$$f$, s,
         format(agg, replace(calls, format('FROM %I.spans s', s),
                             format('FROM (SELECT %s, coalesce(r.resource_attributes, k.resource_attributes) AS resource_attributes '
                                    'FROM postgrescopy_new_spans r LEFT JOIN %I.contexts k ON k.context_id = r.context_id) s', cols, s)),
-               ''), s);
+               ''), format('%I.ai_spend_partial', s), s);
     EXECUTE format('REVOKE ALL ON FUNCTION %I.postgrescopy_ai_capture() FROM PUBLIC', s);
     IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = format('%I.spans_rows', s)::regclass
                    AND tgname = 'postgrescopy_ai_capture') THEN
