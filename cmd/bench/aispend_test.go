@@ -228,11 +228,13 @@ func TestAISpendPartialsSame(t *testing.T) {
 		t.Fatalf("second write: %v, want ErrAlreadyCommitted", err)
 	}
 
-	// Prices: every model at one rate, another from a whole second inside
-	// the data, and one model dearer from a fraction of a second.
+	// Prices: every model at one rate, another from an instant between two
+	// calls of one group (same minute, model and dimensions), and one model
+	// dearer from a fraction of a second later.
 	var mid time.Time
-	if err := pool.QueryRow(ctx, "SELECT date_trunc('second', percentile_disc(0.5) WITHIN GROUP (ORDER BY start_time)) FROM "+
-		pgx.Identifier{s, "gen_ai_spans"}.Sanitize()+" WHERE start_time > now() - interval '1 hour'").Scan(&mid); err != nil {
+	if err := pool.QueryRow(ctx, "SELECT lo + (hi - lo) / 2 FROM (SELECT min(start_time) AS lo, max(start_time) AS hi FROM "+
+		pgx.Identifier{s, "gen_ai_spans"}.Sanitize()+" WHERE input_tokens IS NOT NULL AND reported_cost IS NULL AND span_kind = 'Client'"+
+		" GROUP BY date_trunc('minute', start_time), provider, model, dims HAVING min(start_time) < max(start_time) ORDER BY count(*) DESC LIMIT 1) x").Scan(&mid); err != nil {
 		t.Fatal(err)
 	}
 	exec("DELETE FROM S.model_prices")
