@@ -144,6 +144,11 @@ func TestQueriesSameBeforeAndAfterContexts(t *testing.T) {
 			t.Fatalf("%s: the version 2 rows differ from the stored rows joined to their contexts", tb.Name)
 		}
 	}
+	// The version 2 rows upgraded in place keep their own context columns;
+	// the queries of later versions' functions (token_cost) need the rest.
+	if _, err := schema.Migrate(ctx, conn.Conn(), before); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []string{before, after} {
 		if _, err := schema.Maintain(ctx, pool, s, exporterPartitioning); err != nil {
 			t.Fatal(err)

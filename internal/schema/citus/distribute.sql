@@ -108,5 +108,14 @@ BEGIN
     END LOOP;
     -- The views over the stored tables now show shard_key too.
     PERFORM {{schema}}.postgrescopy_views();
+    -- AI spend partials (migration 5) come from a statement trigger's
+    -- transition table, which a COPY into a distributed table does not
+    -- fill on the coordinator: the trigger goes, and every AI spend read
+    -- stays on the raw calls (partial_from infinity).
+    IF to_regclass(format('%I.ai_spend_partial', s)) IS NOT NULL THEN
+        EXECUTE format('DROP TRIGGER IF EXISTS postgrescopy_ai_capture ON %I.spans_rows', s);
+        EXECUTE format('UPDATE %I.ai_spend_settings SET partial_from = ''infinity''', s);
+        EXECUTE format('TRUNCATE %I.ai_spend_partial', s);
+    END IF;
 END
 $distribute$;

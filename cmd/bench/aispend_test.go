@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/pricing"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver"
+)
+
+// plainTokenCost is queries/token_cost.sql as it read every call raw
+// (gen_ai_calls) before the partials: the rewrite must answer the same.
+const plainTokenCost = `SELECT date_trunc('day', c.start_time) AS day,
+       coalesce(c.dims ->> 'team', c.span_attributes ->> 'team') AS team,
+       c.model,
+       count(*) AS calls,
+       count(*) FILTER (WHERE c.cost_source = 'unpriced') AS unpriced_calls,
+       sum(c.input_tokens) AS input_tokens,
+       sum(coalesce(c.output_tokens, 0)) AS output_tokens,
+       round(sum(c.cost), 4) AS cost_usd
+FROM otel.gen_ai_calls c
+WHERE c.start_time > now() - interval '7 days' AND c.start_time <= now()
+  AND c.span_kind = 'Client'
+  AND c.input_tokens IS NOT NULL
+GROUP BY 1, 2, 3
+ORDER BY cost_usd DESC NULLS LAST, day, team, model`
+
+// plainHourly is every hour of ai_spend computed from the raw calls, as
+// version 2's ai_spend_aggregate did, costs rounded to 12 places (the
+// partials divide a group's sum by a million, the raw form each call's).
+const plainHourly = `SELECT date_trunc('hour', c.start_time, 'UTC'), c.provider, c.model, c.dims, c.currency,
+       count(*),
+       count(*) FILTER (WHERE c.cost_source = 'reported'),
+       count(*) FILTER (WHERE c.cost_source = 'catalog'),
+       count(*) FILTER (WHERE c.cost_source = 'unpriced'),
+       count(*) FILTER (WHERE c.status_code = 'Error'),
+       coalesce(sum(c.duration_ns), 0)::bigint,
+       coalesce(sum(c.input_tokens), 0)::bigint,
+       coalesce(sum(c.uncached_input_tokens), 0)::bigint,
+       coalesce(sum(c.cache_read_tokens), 0)::bigint,
+       coalesce(sum(c.cache_creation_tokens), 0)::bigint,
+       coalesce(sum(c.output_tokens), 0)::bigint,
+       coalesce(sum(c.reasoning_tokens), 0)::bigint,
+       round(coalesce(sum(c.reported_cost), 0), 12),
+       round(coalesce(sum(c.computed_cost) FILTER (WHERE c.cost_source = 'catalog'), 0), 12),
+       round(coalesce(sum(c.cost), 0), 12)
+FROM otel.gen_ai_calls c
+GROUP BY 1, 2, 3, 4, 5
+ORDER BY 1, 2, 3, 4::text, 5`
+
+// viewHourly reads the same from the ai_spend view (rollup, partials, raw).
+const viewHourly = `SELECT hour, provider, model, dims, currency, calls, reported_calls, catalog_calls, unpriced_calls,
+       error_calls, duration_ns, input_tokens, uncached_input_tokens, cache_read_tokens, cache_creation_tokens,
+       output_tokens, reasoning_tokens, round(reported_cost, 12), round(computed_cost, 12), round(cost, 12)
+FROM otel.ai_spend
+ORDER BY 1, 2, 3, 4::text, 5`
+
+// aiDims are cost attribution dimensions: team is absent on the calls
+// without an agent (token_cost then reads span_attributes' team), service
+// comes from the resource (the context dictionary).
+var aiDims = []pricing.Dimension{
+	{Name: "team", From: []pricing.Source{{Scope: "span", Key: "gen_ai.agent.name"}}},
+	{Name: "service", From: []pricing.Source{{Scope: "resource", Key: "service.name"}}},
+}
+
+// writeUsers writes users' rows (seed) starting at start through w, with
+// ledger ids prefixed by stream when stream is set.
+func writeUsers(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, events int, seed uint64, start time.Time, stream string) {
+	t.Helper()
+	gen, err := loadgenreceiver.NewWorkerGenerator(loadgenConfig(users, events, seed, 1), start, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b rows.Batch
+	b.SetLayout(benchLayout)
+	for n, more := 0, true; more; n++ {
+		b.Reset()
+		more = addNext(gen, &b)
+		if b.TotalRows() == 0 {
+			continue
+		}
+		if stream == "" {
+			_, err = w.Write(ctx, &b)
+		} else {
+			_, err = w.WriteLedgered(ctx, &b, &pgwrite.Ledger{Stream: stream, IDs: []string{stream + "-" + time.Duration(n).String()}})
+		}
+		if err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+}
+
+// aiIdentity compares the rewritten AI queries with their raw forms on s.
+func aiIdentity(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s string, hourly bool) {
+	t.Helper()
+	rowsOf := func(sql string) []string {
+		out, err := queryRows(ctx, pool, schemaRef.ReplaceAllString(sql, pgx.Identifier{s}.Sanitize()+".$1"))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+		return out
+	}
+	qs, err := loadQueries("../../queries", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(qs, func(q query) bool { return q.Name == "token_cost" })
+	got, want := rowsOf(qs[i].SQL), rowsOf(plainTokenCost)
+	if len(want) < 2 {
+		t.Fatalf("token_cost: %d rows, too few to compare", len(want))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("token_cost differs from the raw calls:\ngot:  %q\nwant: %q", got, want)
+	}
+	// A window that starts and ends inside groups (a fraction of a second
+	// past a call's minute): those minutes are read raw.
+	var lo, hi time.Time
+	if err := pool.QueryRow(ctx, "SELECT percentile_disc(0.3) WITHIN GROUP (ORDER BY start_time) + interval '0.37 seconds', "+
+		"percentile_disc(0.8) WITHIN GROUP (ORDER BY start_time) + interval '0.61 seconds' FROM "+
+		pgx.Identifier{s, "gen_ai_spans"}.Sanitize()).Scan(&lo, &hi); err != nil {
+		t.Fatal(err)
+	}
+	for _, incl := range []bool{false, true} {
+		got, want := rowsOf(fmt.Sprintf(`SELECT model, team, span_kind, sum(calls)::bigint, sum(unpriced_calls)::bigint, sum(catalog_calls)::bigint,
+       sum(input_tokens)::bigint, sum(output_tokens)::bigint, round(sum(cost), 10), min(currency)
+FROM otel.ai_spend_groups('%[1]s', %[3]t, '%[2]s', %[3]t, true) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), incl)),
+			rowsOf(fmt.Sprintf(`SELECT model, coalesce(dims ->> 'team', span_attributes ->> 'team'), span_kind, count(*),
+       count(*) FILTER (WHERE cost_source = 'unpriced'), count(*) FILTER (WHERE cost_source = 'catalog'),
+       coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint, round(sum(cost), 10), min(currency)
+FROM otel.gen_ai_calls WHERE start_time %[3]s '%[1]s' AND start_time %[4]s '%[2]s' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+				lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), map[bool]string{true: ">=", false: ">"}[incl], map[bool]string{true: "<=", false: "<"}[incl]))
+		if len(want) < 2 || !slices.Equal(got, want) {
+			t.Fatalf("ai_spend_groups(%s, %s) differs from the raw calls:\ngot:  %q\nwant: %q", lo, hi, got, want)
+		}
+	}
+	if hourly {
+		got, want := rowsOf(viewHourly), rowsOf(plainHourly)
+		if !slices.Equal(got, want) {
+			t.Fatalf("ai_spend differs from the raw calls:\ngot:  %q\nwant: %q", got, want)
+		}
+	}
+}
+
+// TestAISpendPartialsSame: the AI spend read from the partials the capture
+// trigger keeps answers as the raw calls do, through refused rows, a batch
+// written twice, prices that change inside the window (off the minute, on
+// a fraction of a second: inside groups), windows that start and end inside
+// groups, late spans for an hour already rolled up, and
+// a dimension some calls lack.
+func TestAISpendPartialsSame(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	s := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = prepareSchema(ctx, conn.Conn(), s)
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pricing.Configure(ctx, pool, s, aiDims, 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+"."), args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	count := func(sql string) int64 {
+		t.Helper()
+		var n int64
+		if err := pool.QueryRow(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	w := pgwrite.NewLayoutWriter(pool, s, benchLayout)
+	past := time.Now().Add(-3 * time.Hour).Truncate(time.Hour).Add(10 * time.Minute)
+
+	// Refused rows: a seventh of the calls break a constraint and go to
+	// rejects; the partials must not count them.
+	exec("ALTER TABLE S.spans_rows ADD CONSTRAINT refuse_some CHECK (gen_ai_input_tokens IS NULL OR gen_ai_input_tokens % 7 <> 3)")
+	writeUsers(ctx, t, w, 2, 600, 1, past, "")
+	exec("ALTER TABLE S.spans_rows DROP CONSTRAINT refuse_some")
+	if n := count("SELECT count(*) FROM S.rejects WHERE table_name = 'spans'"); n == 0 {
+		t.Fatal("no span was refused")
+	}
+	writeUsers(ctx, t, w, 2, 600, 2, time.Now().Add(-2*time.Minute), "")
+	if n := count("SELECT count(*) FROM S.ai_spend_partial"); n == 0 {
+		t.Fatal("the capture trigger kept no partials")
+	}
+	if n := count("SELECT count(*) FROM S.ai_spend_settings WHERE partial_from = '-infinity'"); n != 1 {
+		t.Fatal("partials do not cover the schema's every call")
+	}
+
+	// A batch written twice under the same ledger id: once only.
+	gen, err := loadgenreceiver.NewWorkerGenerator(loadgenConfig(1, 300, 3, 1), time.Now().Add(-time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b rows.Batch
+	b.SetLayout(benchLayout)
+	addNext(gen, &b)
+	l := &pgwrite.Ledger{Stream: "retry", IDs: []string{"1-0"}}
+	if _, err := w.WriteLedgered(ctx, &b, l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteLedgered(ctx, &b, l); !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
+		t.Fatalf("second write: %v, want ErrAlreadyCommitted", err)
+	}
+
+	// Prices: every model at one rate, another from an instant between two
+	// calls of one group (same minute, model and dimensions), and one model
+	// dearer from a fraction of a second later.
+	var mid time.Time
+	if err := pool.QueryRow(ctx, "SELECT lo + (hi - lo) / 2 FROM (SELECT min(start_time) AS lo, max(start_time) AS hi FROM "+
+		pgx.Identifier{s, "gen_ai_spans"}.Sanitize()+" WHERE input_tokens IS NOT NULL AND reported_cost IS NULL AND span_kind = 'Client'"+
+		" GROUP BY date_trunc('minute', start_time), provider, model, dims HAVING min(start_time) < max(start_time) ORDER BY count(*) DESC LIMIT 1) x").Scan(&mid); err != nil {
+		t.Fatal(err)
+	}
+	exec("DELETE FROM S.model_prices")
+	exec("INSERT INTO S.model_prices (model, match, input_per_mtok, output_per_mtok, valid_to) VALUES ('%', 'pattern', 1.25, 5, $1)", mid)
+	exec("INSERT INTO S.model_prices (model, match, input_per_mtok, output_per_mtok, cache_read_per_mtok, reasoning_per_mtok, valid_from) VALUES ('%', 'pattern', 2.5, 10, 0.3, 12, $1)", mid)
+	exec(`INSERT INTO S.model_prices (model, input_per_mtok, output_per_mtok, valid_from)
+	      SELECT model, 7, 21, $1::timestamptz + interval '1.5 seconds' FROM S.gen_ai_spans WHERE model IS NOT NULL
+	      GROUP BY model ORDER BY count(*) DESC LIMIT 1`, mid)
+	if n := count("SELECT count(*) FROM S.gen_ai_calls WHERE cost_source = 'unpriced'"); n == 0 {
+		t.Log("no unpriced call: the test data has none")
+	}
+	// ai_spend shows the hours before the last run's once a run rolls them up.
+	aiIdentity(ctx, t, pool, s, false)
+
+	// The rollup takes the past hour; then late spans arrive for it.
+	if _, err := schema.Maintain(ctx, pool, s, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("SELECT count(*) FROM S.ai_spend_hourly"); n == 0 {
+		t.Fatal("nothing rolled up")
+	}
+	aiIdentity(ctx, t, pool, s, true)
+	writeUsers(ctx, t, w, 1, 300, 4, past.Add(5*time.Minute), "late")
+	aiIdentity(ctx, t, pool, s, false) // ai_spend shows late spans once the next run rolls them up
+	if _, err := schema.Maintain(ctx, pool, s, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	aiIdentity(ctx, t, pool, s, true)
+
+	// A reconfiguration recomputes: calls before it are read raw.
+	if err := pricing.Configure(ctx, pool, s, aiDims[1:], 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	aiIdentity(ctx, t, pool, s, false)
+	writeUsers(ctx, t, w, 1, 300, 5, time.Now().Add(-time.Minute), "")
+	aiIdentity(ctx, t, pool, s, false)
+}
+
+// TestAISpendPartialsAfterUpgrade: a schema upgraded from version 4 with
+// rows in it answers as the raw calls do, the rows of before the upgrade
+// read raw and those after from the partials.
+func TestAISpendPartialsAfterUpgrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	s := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := schema.MigrateTo(ctx, conn.Conn(), s, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.AddColumns(ctx, conn.Conn(), s, schema.PromotedColumns(benchLayout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schema.Maintain(ctx, conn.Conn(), s, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	if err := pricing.Configure(ctx, pool, s, aiDims, 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{s, "model_prices"}.Sanitize()+
+		" (model, match, input_per_mtok, output_per_mtok) VALUES ('gpt-%', 'pattern', 2.5, 10)"); err != nil {
+		t.Fatal(err)
+	}
+	w := pgwrite.NewLayoutWriter(pool, s, benchLayout)
+	writeUsers(ctx, t, w, 2, 600, 1, time.Now().Add(-3*time.Minute), "")
+	if _, err := schema.Migrate(ctx, conn.Conn(), s); err != nil {
+		t.Fatal(err)
+	}
+	aiIdentity(ctx, t, pool, s, false)
+	writeUsers(ctx, t, w, 2, 600, 2, time.Now().Add(-time.Minute), "")
+	var n int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{s, "ai_spend_partial"}.Sanitize()).Scan(&n); err != nil || n == 0 {
+		t.Fatalf("no partials after the upgrade (%d, %v)", n, err)
+	}
+	aiIdentity(ctx, t, pool, s, false)
+	if _, err := schema.Maintain(ctx, conn.Conn(), s, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	aiIdentity(ctx, t, pool, s, true)
+}
