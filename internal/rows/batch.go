@@ -30,6 +30,14 @@ type Batch struct {
 	// attributes' JSONB.
 	vals []promoVal
 	skip []string
+	// The promoted sources' key index per table (resolve), for ownLay, and
+	// what the current row's attributes hold for each source: hitVal[r] is
+	// valid when hitAt[r] is the row's stamp hitGen.
+	ownLay *tables.Layout
+	ownIdx [tables.NumTables]*ownKeyIndex
+	hitAt  []uint32
+	hitVal []pcommon.Value
+	hitGen uint32
 
 	// seen holds the contexts whose dictionary row the batch holds.
 	seen map[[16]byte]struct{}
