@@ -221,3 +221,28 @@ func TestPromotedAllocs(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestPromotedRepeatedKey: with a key repeated in a span's attributes (OTLP
+// allows it on the wire), its first entry decides, as pcommon.Map.Get would
+// read it, wherever the keys stand in the map.
+func TestPromotedRepeatedKey(t *testing.T) {
+	l, err := tables.NewLayout(tables.GenAI())
+	require.NoError(t, err)
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[
+		{"key":"llm.provider","value":{"stringValue":"third"}},
+		{"key":"gen_ai.system","value":{}},
+		{"key":"gen_ai.system","value":{"stringValue":"second"}},
+		{"key":"gen_ai.usage.input_tokens","value":{"intValue":"7"}},
+		{"key":"gen_ai.usage.input_tokens","value":{"intValue":"8"}}]}]}]}]}`))
+	require.NoError(t, err)
+	require.Equal(t, 5, td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Len())
+	var b Batch
+	b.SetLayout(l)
+	b.AddTraces(td)
+	js, ok := AppendLayoutRowJSON(nil, l, tables.IdxSpans, b.Tuples(tables.IdxSpans, 0, 1))
+	require.True(t, ok)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal(js, &r), string(js))
+	assert.Equal(t, "third", r["gen_ai_provider_name"], "gen_ai.system's first entry is empty: the next key decides")
+	assert.EqualValues(t, 7, r["gen_ai_input_tokens"], "the first of a repeated key")
+}
