@@ -187,7 +187,8 @@ func BenchmarkFlush(b *testing.B) {
 
 // BenchmarkLoadgen is the bench's own workload as the exporter's Consume
 // sees it: loadgen's spans, metrics and logs (seed 1) encoded with the genai
-// preset's promoted columns, then written as an S2 entry. "encode" is the
+// preset's promoted columns and the default limits, then written as an S2
+// entry. "encode" is the
 // rows alone, "entry" adds entry.Append.
 func BenchmarkLoadgen(b *testing.B) {
 	lay, err := tables.NewLayout(tables.GenAI())
@@ -229,6 +230,8 @@ func BenchmarkLoadgen(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				var batch rows.Batch
 				batch.SetLayout(lay)
+				// The exporter's default limits.
+				batch.SetLimits(rows.Limits{MaxValue: 64 << 10, MaxRow: 1 << 20})
 				var buf []byte
 				items := 0
 				b.ReportAllocs()
