@@ -196,10 +196,20 @@ type ownKey struct {
 	refs []int
 }
 
-// match returns the refs that key k feeds, nil when none.
+// match returns the refs that key k feeds, nil when none. Keys of one
+// length often share a prefix (gen_ai.usage.…): the last byte is compared
+// first.
 func (x *ownKeyIndex) match(k string) []int {
-	for _, ok := range x.byLen[min(len(k), 63)] {
-		if ok.key == k {
+	keys := x.byLen[min(len(k), 63)]
+	if len(k) == 0 {
+		if len(keys) == 0 {
+			return nil
+		}
+		return keys[0].refs // the empty key, should one be promoted
+	}
+	last := k[len(k)-1]
+	for _, ok := range keys {
+		if ok.key[len(ok.key)-1] == last && ok.key == k {
 			return ok.refs
 		}
 	}
