@@ -273,6 +273,7 @@ func (c *context) resourceJSON(mask uint64, keys []string) []byte {
 	}
 	c.resSkipKeys = skip
 	c.resSkipJSON = c.json.AppendMapSkip(c.resSkipJSON[:0], c.resource.Attributes(), skip)
+	c.gen++
 	c.resSkipMask, c.resSkipOK = mask, true
 	return c.resSkipJSON
 }
