@@ -138,7 +138,7 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 		lg[k] = v
 	}
 	pipeline := map[string]any{"receivers": []string{"loadgen"}, "exporters": []string{"postgrescopy"}}
-	return map[string]any{
+	cfg := map[string]any{
 		"receivers": map[string]any{"loadgen": lg},
 		"exporters": map[string]any{"postgrescopy": exp},
 		"service": map[string]any{
@@ -153,6 +153,11 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 			"pipelines": map[string]any{"traces": pipeline, "metrics": pipeline, "logs": pipeline},
 		},
 	}
+	if b.pprof != "" {
+		cfg["extensions"] = map[string]any{"pprof": map[string]any{"endpoint": b.pprof}}
+		cfg["service"].(map[string]any)["extensions"] = []string{"pprof"}
+	}
+	return cfg
 }
 
 // runCollector runs the built collector until base plus the workload's rows

@@ -63,8 +63,10 @@ type bench struct {
 	cluster       *replicaCluster // the mixed part's own primary and replica, when started
 	bouncerErr    error
 	collectorRuns int // names each run's config and log file
-	progress      *progress
-	rowcostKeys   []string // rowcost part: variants to measure, all when empty
+	// pprof is -pprof: the pprof extension's endpoint in every collector run.
+	pprof       string
+	progress    *progress
+	rowcostKeys []string // rowcost part: variants to measure, all when empty
 }
 
 func (b *bench) logf(format string, a ...any) { b.progress.message(fmt.Sprintf(format, a...)) }
@@ -200,6 +202,7 @@ func run() int {
 	fs.DurationVar(&b.sus.queryBudget, "sustained-query-budget", 5*time.Second, "sustained part: no further run of a query in a round once its runs took this long")
 	fs.DurationVar(&b.sus.queryTimeout, "sustained-query-timeout", 10*time.Second, "sustained part: statement_timeout of the readers' queries")
 	fs.IntVar(&b.bouncerPool, "pgbouncer-pool", 10, "pgbouncer server connections (default_pool_size) for the 20 client connections")
+	fs.StringVar(&b.pprof, "pprof", "", "collector runs: serve Go profiles on this address (the pprof extension, e.g. 127.0.0.1:1777) to profile a run while it writes")
 	fs.StringVar(&b.collector, "collector", "_build/otelcol-postgrescopy", "the built distribution (make build)")
 	fs.StringVar(&b.redisAddr, "redis", "127.0.0.1:6379", "Redis for the postgrescopy + Redis strategy")
 	fs.IntVar(&b.redisHAPortBase, "redis-ha-ports", 16400, "first of the loopback ports the Redis replica and Redis Cluster strategies start their redis-servers on (and port + 10000, a cluster node's bus)")

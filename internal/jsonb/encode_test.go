@@ -341,6 +341,38 @@ func BenchmarkAppendString(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendStringLong is the bulk of loadgen's spans: prompts,
+// completions and retrieved documents, kilobytes of plain ASCII prose.
+func BenchmarkAppendStringLong(b *testing.B) {
+	s := strings.Repeat("the model returned a completion of the prompt within its context window, ", 55)
+	b.SetBytes(int64(len(s)))
+	var dst []byte
+	for range b.N {
+		dst = AppendString(dst[:0], s)
+	}
+}
+
+// AppendString's 32-byte blocks find every byte that needs escaping or
+// checking, whatever its position in a block.
+func TestAppendStringBlocks(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for pos := range 32 {
+		for c := range 256 {
+			w := []byte("abcdefghijklmnopqrstuvwxyz012345abcdefghijklmnopqrstuvwxyz012345")
+			w[pos] = byte(c)
+			got := AppendString(nil, string(w))
+			want := []byte(`"` + string(w) + `"`)
+			if !plain(byte(c)) {
+				// The byte-at-a-time path's output for it.
+				want = append(AppendString(nil, string(w[:pos]))[:pos+1], AppendString(nil, string(w[pos:]))[1:]...)
+			}
+			if plain(byte(c)) != bytes.Equal(got, []byte(`"`+string(w)+`"`)) || !bytes.Equal(got, want) {
+				t.Fatalf("byte %#x at %d: %q, want %q", c, pos, got, want)
+			}
+		}
+	}
+}
+
 // plain8 agrees with the byte-by-byte rule for every byte value at every
 // position of a word, and for words of mixed bytes.
 func TestPlain8(t *testing.T) {

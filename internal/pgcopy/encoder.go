@@ -367,7 +367,18 @@ func AppendClean(dst []byte, s string) []byte {
 // IsClean reports whether s is text PostgreSQL accepts as is: valid UTF-8
 // without NUL.
 func IsClean(s string) bool {
-	for i := 0; i < len(s); i++ {
+	i := 0
+	// 8 bytes at a time while they are ASCII without NUL: a lane's top bit
+	// is set by a byte of 0x80 or more (x) or by a zero byte's borrow (x -
+	// 1), which only a zero byte lower in the word can also cause.
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if (x-0x0101010101010101|x)&0x8080808080808080 != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
 		c := s[i]
 		if c == 0 {
 			return false

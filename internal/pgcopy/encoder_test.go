@@ -325,3 +325,36 @@ func TestAppendCleanAlwaysValid(t *testing.T) {
 		}
 	}
 }
+
+// IsClean finds a NUL or a non-ASCII byte at every position of its 8-byte
+// words and of the tail after them.
+func TestIsCleanEveryPosition(t *testing.T) {
+	for n := 1; n <= 19; n++ {
+		for pos := range n {
+			for _, c := range []byte{0, 0x01, 0x7f, 0x80, 0xc3, 0xff} {
+				b := []byte(strings.Repeat("a", n))
+				b[pos] = c
+				want := c != 0 && c < 0x80 // a lone byte of 0x80 or more is not UTF-8
+				if got := IsClean(string(b)); got != want {
+					t.Fatalf("%q: IsClean = %v", b, got)
+				}
+			}
+			b := []byte(strings.Repeat("a", n+1))
+			copy(b[pos:], "é") // valid UTF-8 across the position
+			if !IsClean(string(b)) {
+				t.Fatalf("%q: IsClean = false", b)
+			}
+		}
+	}
+}
+
+// BenchmarkIsClean is the check every text value passes (a log body here).
+func BenchmarkIsClean(b *testing.B) {
+	s := strings.Repeat("chat completion gpt-4o input_tokens=1834 output_tokens=512 ", 5)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if !IsClean(s) {
+			b.Fatal("not clean")
+		}
+	}
+}

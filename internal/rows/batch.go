@@ -30,6 +30,14 @@ type Batch struct {
 	// attributes' JSONB.
 	vals []promoVal
 	skip []string
+	// The promoted sources' key index per table (resolve), for ownLay, and
+	// what the current row's attributes hold for each source: hitVal[r] is
+	// valid when hitAt[r] is the row's stamp hitGen.
+	ownLay *tables.Layout
+	ownIdx [tables.NumTables]*ownKeyIndex
+	hitAt  []uint32
+	hitVal []pcommon.Value
+	hitGen uint32
 
 	// seen holds the contexts whose dictionary row the batch holds.
 	seen map[[16]byte]struct{}
@@ -159,10 +167,12 @@ func (b *Batch) addRow(i int, write func()) {
 		c.resJSON = c.json.AppendMap(nil, c.resource.Attributes())
 		c.scopeJSON = c.json.AppendMap(nil, c.scope.Attributes())
 		c.resSkipOK = false
+		c.gen++
 		write()
 		c.json.Unordered = false
 		c.resJSON, c.scopeJSON = res, scope
 		c.resSkipOK = false
+		c.gen++
 	}
 	b.shrinkRow(i)
 }
@@ -192,6 +202,12 @@ type context struct {
 	idFields []byte
 	id       [16]byte
 	idOK     bool
+	// gen counts the changes to what a context is encoded from (setResource,
+	// setScope, the JSON documents rebuilt): while it is idGen and a row's
+	// resource JSON is the slice idRes, the row's context is idFields, and
+	// writeContext need not encode and compare it again.
+	gen, idGen uint64
+	idRes      []byte
 }
 
 func (c *context) setResource(r pcommon.Resource, schemaURL string) {
@@ -199,6 +215,7 @@ func (c *context) setResource(r pcommon.Resource, schemaURL string) {
 	c.resSchema = schemaURL
 	c.service = ""
 	c.resSkipOK = false
+	c.gen++
 	if v, ok := r.Attributes().Get("service.name"); ok {
 		c.service = v.AsString()
 	}
@@ -209,6 +226,7 @@ func (c *context) setScope(s pcommon.InstrumentationScope, schemaURL string) {
 	c.scope = s
 	c.scopeSchema = schemaURL
 	c.scopeJSON = c.json.AppendMap(c.scopeJSON[:0], s.Attributes())
+	c.gen++
 }
 
 // writeContext writes a row's context_id, with resJSON as its resource's
@@ -221,24 +239,28 @@ func (c *context) setScope(s pcommon.InstrumentationScope, schemaURL string) {
 // seen committed and the dictionary keeps one row of it.
 func (b *Batch) writeContext(e *pgcopy.Encoder, resJSON []byte) {
 	c := &b.ctx
-	f := &c.fields
-	f.Reset()
-	f.BeginRow(len(tables.ContextColumns))
-	f.TextOrNull(c.scope.Name())
-	f.TextOrNull(c.scope.Version())
-	f.JSONB(resJSON)
-	f.JSONB(c.scopeJSON)
-	f.Int32(int32(c.resource.DroppedAttributesCount()))
-	f.Int32(int32(c.scope.DroppedAttributesCount()))
-	f.TextOrNull(c.resSchema)
-	f.TextOrNull(c.scopeSchema)
-	fields := f.LastRow()[2:] // after the field count
-	if !c.idOK || !bytes.Equal(fields, c.idFields) {
-		sum := sha256.Sum256(fields)
-		copy(c.id[:], sum[:16])
-		c.idFields = append(c.idFields[:0], fields...)
-		c.idOK = true
+	if !c.idOK || c.idGen != c.gen || !sameSlice(resJSON, c.idRes) {
+		f := &c.fields
+		f.Reset()
+		f.BeginRow(len(tables.ContextColumns))
+		f.TextOrNull(c.scope.Name())
+		f.TextOrNull(c.scope.Version())
+		f.JSONB(resJSON)
+		f.JSONB(c.scopeJSON)
+		f.Int32(int32(c.resource.DroppedAttributesCount()))
+		f.Int32(int32(c.scope.DroppedAttributesCount()))
+		f.TextOrNull(c.resSchema)
+		f.TextOrNull(c.scopeSchema)
+		fields := f.LastRow()[2:] // after the field count
+		if !c.idOK || !bytes.Equal(fields, c.idFields) {
+			sum := sha256.Sum256(fields)
+			copy(c.id[:], sum[:16])
+			c.idFields = append(c.idFields[:0], fields...)
+			c.idOK = true
+		}
+		c.idGen, c.idRes = c.gen, resJSON
 	}
+	fields := c.idFields
 	e.UUIDValue(c.id)
 	if _, ok := b.seen[c.id]; ok {
 		return
@@ -257,6 +279,11 @@ func (b *Batch) writeContext(e *pgcopy.Encoder, resJSON []byte) {
 		// members in jsonb's order here (the context is encoded once).
 		b.shrinkRow(tables.IdxContexts)
 	}
+}
+
+// sameSlice reports whether a and b are the same bytes in memory.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // timestamp writes a nanosecond time as timestamptz plus its sub-microsecond rest.

@@ -27,7 +27,7 @@ func (b *Batch) writeLog(l plog.LogRecord) {
 	resJSON := c.resJSON
 	b.skip = b.skip[:0]
 	if len(promo) > 0 {
-		resJSON = b.resolve(promo, l.Attributes())
+		resJSON = b.resolve(tables.IdxLogs, promo, l.Attributes())
 	}
 	e := b.begin(tables.IdxLogs)
 	timestamp(e, l.Timestamp())

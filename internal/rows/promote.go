@@ -120,23 +120,50 @@ func integral(f float64) (int64, bool) {
 	return int64(f), true
 }
 
-// resolve finds the promoted values of the row whose own attributes are own,
-// into b.vals, and the keys remove drops from own into b.skip. It returns the
-// resource JSON for the row: without the resource keys remove drops.
-func (b *Batch) resolve(cols []tables.PromoColumn, own pcommon.Map) []byte {
+// resolve finds the promoted values of a row of table i, whose own
+// attributes are own, into b.vals, and the keys remove drops from own into
+// b.skip. It returns the resource JSON for the row: without the resource keys
+// remove drops.
+//
+// The own attributes are read in one pass (ownKeys) rather than with a
+// Map.Get per source key, which scans the map each time: the genai preset
+// has 30 span keys. A repeated key's first entry counts, as with Get.
+func (b *Batch) resolve(i int, cols []tables.PromoColumn, own pcommon.Map) []byte {
 	c := &b.ctx
+	ix := b.ownKeys(i)
+	b.hitGen++
+	if b.hitGen == 0 { // wrapped: no stamp may match a past row's
+		clear(b.hitAt)
+		b.hitGen = 1
+	}
+	gen := b.hitGen
+	for k, v := range own.All() {
+		for _, r := range ix.match(k) {
+			if b.hitAt[r] != gen {
+				b.hitAt[r], b.hitVal[r] = gen, v
+			}
+		}
+	}
 	vals, skip := b.vals[:0], b.skip[:0]
 	var mask uint64
 	res := c.resource.Attributes()
-	for _, col := range cols {
+	for j, col := range cols {
 		var pv promoVal
-		for _, src := range col.From {
-			m := res
+		for si, src := range col.From {
+			var v pcommon.Value
 			if src.Own {
-				m = own
+				r := ix.refs[j][si]
+				if b.hitAt[r] != gen {
+					continue
+				}
+				v = b.hitVal[r]
+			} else {
+				var ok bool
+				if v, ok = res.Get(src.Key); !ok {
+					continue
+				}
 			}
-			v, ok := m.Get(src.Key)
-			if !ok || v.Type() == pcommon.ValueTypeEmpty {
+			if v.Type() == pcommon.ValueTypeEmpty {
 				continue
 			}
 			pv = convert(col.Kind, v)
@@ -153,6 +180,80 @@ func (b *Batch) resolve(cols []tables.PromoColumn, own pcommon.Map) []byte {
 	}
 	b.vals, b.skip = vals, skip
 	return c.resourceJSON(mask, b.layout().ResourceKeys())
+}
+
+// ownKeyIndex finds which promoted sources of one table an attribute key
+// feeds. Each own source is a ref, numbered from 0; keys are bucketed by
+// length, so that most attribute keys are passed over after one lookup and
+// the rest compared with a few keys of their length.
+type ownKeyIndex struct {
+	byLen [64][]ownKey // keys of length n < 63 at n; longer ones at 63
+	refs  [][]int      // per column, per source: its ref (own sources)
+}
+
+type ownKey struct {
+	key  string
+	refs []int
+}
+
+// match returns the refs that key k feeds, nil when none. Keys of one
+// length often share a prefix (gen_ai.usage.…): the last byte is compared
+// first.
+func (x *ownKeyIndex) match(k string) []int {
+	keys := x.byLen[min(len(k), 63)]
+	if len(k) == 0 {
+		if len(keys) == 0 {
+			return nil
+		}
+		return keys[0].refs // the empty key, should one be promoted
+	}
+	last := k[len(k)-1]
+	for _, ok := range keys {
+		if ok.key[len(ok.key)-1] == last && ok.key == k {
+			return ok.refs
+		}
+	}
+	return nil
+}
+
+// ownKeys returns table i's index, built on first use for the batch's layout.
+func (b *Batch) ownKeys(i int) *ownKeyIndex {
+	lay := b.layout()
+	if b.ownLay != lay {
+		b.ownLay, b.ownIdx = lay, [tables.NumTables]*ownKeyIndex{}
+	}
+	if x := b.ownIdx[i]; x != nil {
+		return x
+	}
+	x := &ownKeyIndex{}
+	n := 0
+	for _, col := range lay.PromoColumns(i) {
+		refs := make([]int, len(col.From))
+		for si, src := range col.From {
+			if !src.Own {
+				continue
+			}
+			refs[si] = n
+			bucket := &x.byLen[min(len(src.Key), 63)]
+			found := false
+			for k := range *bucket {
+				if (*bucket)[k].key == src.Key {
+					(*bucket)[k].refs = append((*bucket)[k].refs, n)
+					found = true
+				}
+			}
+			if !found {
+				*bucket = append(*bucket, ownKey{key: src.Key, refs: []int{n}})
+			}
+			n++
+		}
+		x.refs = append(x.refs, refs)
+	}
+	if len(b.hitAt) < n {
+		b.hitAt, b.hitVal = make([]uint32, n), make([]pcommon.Value, n)
+	}
+	b.ownIdx[i] = x
+	return x
 }
 
 // resourceJSON is the resource's JSON without the keys of mask. Rows under
@@ -172,6 +273,7 @@ func (c *context) resourceJSON(mask uint64, keys []string) []byte {
 	}
 	c.resSkipKeys = skip
 	c.resSkipJSON = c.json.AppendMapSkip(c.resSkipJSON[:0], c.resource.Attributes(), skip)
+	c.gen++
 	c.resSkipMask, c.resSkipOK = mask, true
 	return c.resSkipJSON
 }

@@ -221,3 +221,99 @@ func TestPromotedAllocs(t *testing.T) {
 	})
 	assert.Zero(t, allocs)
 }
+
+// TestPromotedRepeatedKey: with a key repeated in a span's attributes (OTLP
+// allows it on the wire), its first entry decides, as pcommon.Map.Get would
+// read it, wherever the keys stand in the map.
+func TestPromotedRepeatedKey(t *testing.T) {
+	l, err := tables.NewLayout(tables.GenAI())
+	require.NoError(t, err)
+	td, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces([]byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":[
+		{"key":"llm.provider","value":{"stringValue":"third"}},
+		{"key":"gen_ai.system","value":{}},
+		{"key":"gen_ai.system","value":{"stringValue":"second"}},
+		{"key":"gen_ai.usage.input_tokens","value":{"intValue":"7"}},
+		{"key":"gen_ai.usage.input_tokens","value":{"intValue":"8"}}]}]}]}]}`))
+	require.NoError(t, err)
+	require.Equal(t, 5, td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Len())
+	var b Batch
+	b.SetLayout(l)
+	b.AddTraces(td)
+	js, ok := AppendLayoutRowJSON(nil, l, tables.IdxSpans, b.Tuples(tables.IdxSpans, 0, 1))
+	require.True(t, ok)
+	var r map[string]any
+	require.NoError(t, json.Unmarshal(js, &r), string(js))
+	assert.Equal(t, "third", r["gen_ai_provider_name"], "gen_ai.system's first entry is empty: the next key decides")
+	assert.EqualValues(t, 7, r["gen_ai_input_tokens"], "the first of a repeated key")
+}
+
+// TestContextIDCached: rows reuse the context id of the row before while
+// nothing it is made from changed; every row's id must still be the one a
+// fresh batch gives it alone — across resources and scopes whose JSON has the
+// same length, and rows that alternate between removing a promoted resource
+// key and not.
+func TestContextIDCached(t *testing.T) {
+	// Two removable resource keys of one length: rows that drop one or the
+	// other get resource documents of the same length.
+	l, err := tables.NewLayout([]tables.Promoted{
+		{Column: "user_id", Kind: tables.KindText, Traces: true, Remove: true,
+			From: []tables.Source{{Scope: tables.ScopeSpan, Key: "enduser.id"}, {Scope: tables.ScopeResource, Key: "usr1"}}},
+		{Column: "team", Kind: tables.KindText, Traces: true, Remove: true,
+			From: []tables.Source{{Scope: tables.ScopeSpan, Key: "team"}, {Scope: tables.ScopeResource, Key: "team"}}},
+	})
+	require.NoError(t, err)
+	td := ptrace.NewTraces()
+	for _, svc := range []string{"aaaa", "bbbb"} {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", svc)
+		rs.Resource().Attributes().PutStr("usr1", "u-"+svc)
+		rs.Resource().Attributes().PutStr("team", "t-"+svc)
+		for _, scope := range []string{"s1", "s2"} {
+			ss := rs.ScopeSpans().AppendEmpty()
+			ss.Scope().SetName(scope)
+			for i := range 4 {
+				sp := ss.Spans().AppendEmpty()
+				sp.SetName(svc + scope)
+				// Which resource keys the row drops: both, usr1, team, both.
+				switch i {
+				case 1:
+					sp.Attributes().PutStr("team", "x") // the resource's team stays
+				case 2:
+					sp.Attributes().PutStr("enduser.id", "e") // its usr1 stays
+				}
+			}
+		}
+	}
+	ctxID := func(b *Batch, row int) any {
+		js, ok := AppendLayoutRowJSON(nil, l, tables.IdxSpans, b.Tuples(tables.IdxSpans, row, row+1))
+		require.True(t, ok)
+		var r map[string]any
+		require.NoError(t, json.Unmarshal(js, &r))
+		return r[tables.ContextID]
+	}
+	var all Batch
+	all.SetLayout(l)
+	all.AddTraces(td)
+	row, ids := 0, map[any]bool{}
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, sp := range ss.Spans().All() {
+				one := ptrace.NewTraces()
+				ors := one.ResourceSpans().AppendEmpty()
+				rs.Resource().CopyTo(ors.Resource())
+				oss := ors.ScopeSpans().AppendEmpty()
+				ss.Scope().CopyTo(oss.Scope())
+				sp.CopyTo(oss.Spans().AppendEmpty())
+				var alone Batch
+				alone.SetLayout(l)
+				alone.AddTraces(one)
+				want := ctxID(&alone, 0)
+				assert.Equal(t, want, ctxID(&all, row), "row %d", row)
+				ids[want] = true
+				row++
+			}
+		}
+	}
+	assert.Len(t, ids, 12, "2 resources × 2 scopes × 3 sets of dropped keys")
+	assert.Equal(t, 12, all.Rows(tables.IdxContexts))
+}

@@ -3,13 +3,17 @@ package rows_test
 import (
 	"io"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/rows/rowstest"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/receiver/loadgenreceiver"
 )
 
 // benchAdd runs add on a reused Batch, as the exporter does, and reports the
@@ -179,4 +183,70 @@ func BenchmarkFlush(b *testing.B) {
 			return s.Rows(tables.IdxSpans)
 		})
 	})
+}
+
+// BenchmarkLoadgen is the bench's own workload as the exporter's Consume
+// sees it: loadgen's spans, metrics and logs (seed 1) encoded with the genai
+// preset's promoted columns and the default limits, then written as an S2
+// entry. "encode" is the
+// rows alone, "entry" adds entry.Append.
+func BenchmarkLoadgen(b *testing.B) {
+	lay, err := tables.NewLayout(tables.GenAI())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := *loadgenreceiver.NewFactory().CreateDefaultConfig().(*loadgenreceiver.Config)
+	cfg.Users, cfg.Concurrency = 4, 1
+	g, err := loadgenreceiver.NewWorkerGenerator(cfg, time.Unix(1_700_000_000, 0), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var td []ptrace.Traces
+	for t, ok := g.NextTraces(); ok; t, ok = g.NextTraces() {
+		td = append(td, t)
+	}
+	var md []pmetric.Metrics
+	for m, ok := g.NextMetrics(); ok; m, ok = g.NextMetrics() {
+		md = append(md, m)
+	}
+	var ld []plog.Logs
+	for l, ok := g.NextLogs(); ok; l, ok = g.NextLogs() {
+		ld = append(ld, l)
+	}
+	for _, sig := range []struct {
+		name string
+		n    int
+		add  func(*rows.Batch, int)
+	}{
+		{"traces", len(td), func(bt *rows.Batch, i int) { bt.AddTraces(td[i]) }},
+		{"metrics", len(md), func(bt *rows.Batch, i int) { bt.AddMetrics(md[i]) }},
+		{"logs", len(ld), func(bt *rows.Batch, i int) { bt.AddLogs(ld[i]) }},
+	} {
+		for _, withEntry := range []bool{false, true} {
+			name := "signal=" + sig.name + "/op=encode"
+			if withEntry {
+				name = "signal=" + sig.name + "/op=entry"
+			}
+			b.Run(name, func(b *testing.B) {
+				var batch rows.Batch
+				batch.SetLayout(lay)
+				// The exporter's default limits.
+				batch.SetLimits(rows.Limits{MaxValue: 64 << 10, MaxRow: 1 << 20})
+				var buf []byte
+				items := 0
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					batch.Reset()
+					sig.add(&batch, i%sig.n)
+					items += signalRows(&batch)
+					if withEntry {
+						if buf, err = entry.Append(buf[:0], &batch, true); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(items), "ns/item")
+			})
+		}
+	}
 }

@@ -28,7 +28,7 @@ func (b *Batch) writeSpan(s ptrace.Span) {
 	resJSON := c.resJSON
 	b.skip = b.skip[:0]
 	if len(promo) > 0 {
-		resJSON = b.resolve(promo, s.Attributes())
+		resJSON = b.resolve(tables.IdxSpans, promo, s.Attributes())
 	}
 	e := b.begin(tables.IdxSpans)
 	start, end := s.StartTimestamp(), s.EndTimestamp()

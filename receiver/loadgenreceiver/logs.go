@@ -99,7 +99,7 @@ func (c *logsCursor) fillRecord(i int, again bool) {
 	lr.SetTimestamp(pcommon.Timestamp(at))
 	lr.SetObservedTimestamp(pcommon.Timestamp(at + int64(r.between(0.2, 40)*float64(time.Millisecond))))
 	a := lr.Attributes()
-	a.EnsureCapacity(12)
+	a.EnsureCapacity(13) // the most a record gets: the inference details event's
 	a.PutStr("user.id", p.id)
 	a.PutStr("session.id", s.session)
 	a.PutStr("team", p.team)

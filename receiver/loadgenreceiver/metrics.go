@@ -226,6 +226,7 @@ func (c *metricsCursor) addPoint(kind int) {
 		dp.SetStartTimestamp(pcommon.Timestamp(root.start))
 		dp.SetTimestamp(now)
 		a := dp.Attributes()
+		a.EnsureCapacity(9)
 		c.putUser(a)
 		c.putModel(a)
 		if s.fail != failNone && s.fail != failDB {
@@ -249,6 +250,7 @@ func (c *metricsCursor) addPoint(kind int) {
 		dp.SetStartTimestamp(pcommon.Timestamp(root.start))
 		dp.SetTimestamp(now)
 		a := dp.Attributes()
+		a.EnsureCapacity(8)
 		c.putUser(a)
 		c.putModel(a)
 		dp.SetScale(ttftScale)
@@ -265,6 +267,7 @@ func (c *metricsCursor) addPoint(kind int) {
 		dp := m.Gauge().DataPoints().AppendEmpty()
 		dp.SetTimestamp(now)
 		a := dp.Attributes()
+		a.EnsureCapacity(3)
 		mod := &modelCatalog[s.model]
 		a.PutStr("gen_ai.provider.name", mod.provider)
 		a.PutStr("gen_ai.request.model", mod.request)
@@ -280,12 +283,14 @@ func (c *metricsCursor) addPoint(kind int) {
 		dp.SetStartTimestamp(pcommon.Timestamp(p.start))
 		dp.SetTimestamp(now)
 		a := dp.Attributes()
+		a.EnsureCapacity(5)
 		c.putUser(a)
 		a.PutStr("app.name", p.client.name)
 		dp.SetCount(uint64(c.turns))
 		dp.SetSum(c.turnSum)
 		c.quant = append(c.quant[:0], c.recent[:min(c.turns, recentTurns)]...)
 		slices.Sort(c.quant)
+		dp.QuantileValues().EnsureCapacity(5)
 		for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
 			qv := dp.QuantileValues().AppendEmpty()
 			qv.SetQuantile(q)
