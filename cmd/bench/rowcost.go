@@ -55,6 +55,9 @@ type rowcostVariant struct {
 	// exporter loads the dataset files as they are into the schema the
 	// exporter creates (migrations, promoted columns, indexes, partitions).
 	exporter bool
+	// noCapture disables the AI spend capture trigger of the exporter's
+	// schema, to measure what the trigger costs a COPY.
+	noCapture bool
 	// split, when positive, stores the string values longer than split
 	// bytes of the top-level attribute maps (span_attributes,
 	// log_attributes) outside the jsonb, in a text[] of alternating keys and
@@ -72,6 +75,7 @@ func rowcostVariants() []rowcostVariant {
 	return []rowcostVariant{
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
 		{key: "after", name: "after: the exporter's schema and rows (schema 5: context dictionary, no service indexes, AI spend capture trigger)", exporter: true},
+		{key: "after-nocapture", name: "after without the AI spend capture trigger (schema 4's write cost)", exporter: true, noCapture: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
 		{key: "before-tt", name: "before + toast_tuple_target = 8160", legacy: true, options: "toast_tuple_target = 8160"},
 		{key: "before-noidx", name: "before, no query indexes", legacy: true, dropIndexes: []string{"*"}},
@@ -651,8 +655,13 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 		}
 		p := &prepared{v: v}
 		if v.exporter {
-			if p.schema, err = b.newSchema(ctx, "rowcost_exporter"); err != nil {
+			if p.schema, err = b.newSchema(ctx, "rowcost_exporter_"+strconv.Itoa(i)); err != nil {
 				return nil, err
+			}
+			if v.noCapture {
+				if _, err := b.pool.Exec(ctx, "ALTER TABLE "+schema.Qualified(p.schema, "spans_rows")+" DISABLE TRIGGER postgrescopy_ai_capture"); err != nil {
+					return nil, fmt.Errorf("variant %s: %w", v.key, err)
+				}
 			}
 			for _, f := range streamFiles(ds, 1)[0] {
 				data, err := os.ReadFile(f.path)
