@@ -30,6 +30,7 @@ type sustainedFlags struct {
 	rate      float64       // loadgen items/s; 0: as fast as backpressure lets it
 	queryRuns int           // runs of each query per sample
 	keep      bool          // keep the database (and the bench's own server) afterwards
+	noCapture bool          // disable the AI spend capture trigger before the collector starts
 	given     bool          // run on -db rather than on a server of the bench's own
 	// queryBudget: no further run of a query starts in a sample once its
 	// runs took this long; queryTimeout cancels a run (statement_timeout).
@@ -297,6 +298,13 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 			_ = r.conn.Close(context.Background())
 		}
 	}()
+
+	if sus.noCapture {
+		if err := disableCapture(ctx, adm); err != nil {
+			return fail("failed", "-sustained-no-ai-capture: %v", err)
+		}
+		b.logf("sustained: AI spend capture trigger disabled (-sustained-no-ai-capture)")
+	}
 
 	prefix := b.prefix + "-sustained"
 	defer b.dropRedisKeys(prefix)
@@ -978,4 +986,20 @@ func fmtTarget(v float64) string {
 		return num(v)
 	}
 	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// disableCapture creates the sustained schema as the exporter would and
+// disables its AI spend capture trigger; the exporter's start leaves an
+// existing trigger as it is.
+func disableCapture(ctx context.Context, adm *pgxpool.Pool) error {
+	conn, err := adm.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if err := prepareSchema(ctx, conn.Conn(), sustainedSchema); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "ALTER TABLE "+schema.Qualified(sustainedSchema, "spans_rows")+" DISABLE TRIGGER postgrescopy_ai_capture")
+	return err
 }
