@@ -659,7 +659,7 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 				return nil, err
 			}
 			if v.noCapture {
-				if _, err := b.pool.Exec(ctx, "ALTER TABLE "+schema.Qualified(p.schema, "spans_rows")+" DISABLE TRIGGER postgrescopy_ai_capture"); err != nil {
+				if err := disableCapture(ctx, b.pool, p.schema); err != nil {
 					return nil, fmt.Errorf("variant %s: %w", v.key, err)
 				}
 			}

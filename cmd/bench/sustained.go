@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
@@ -300,7 +301,7 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 	}()
 
 	if sus.noCapture {
-		if err := disableCapture(ctx, adm); err != nil {
+		if err := prepareWithoutCapture(ctx, adm); err != nil {
 			return fail("failed", "-sustained-no-ai-capture: %v", err)
 		}
 		b.logf("sustained: AI spend capture trigger disabled (-sustained-no-ai-capture)")
@@ -988,10 +989,10 @@ func fmtTarget(v float64) string {
 	return strconv.FormatFloat(v, 'f', 2, 64)
 }
 
-// disableCapture creates the sustained schema as the exporter would and
-// disables its AI spend capture trigger; the exporter's start leaves an
+// prepareWithoutCapture creates the sustained schema as the exporter would
+// and disables its AI spend capture trigger; the exporter's start leaves an
 // existing trigger as it is.
-func disableCapture(ctx context.Context, adm *pgxpool.Pool) error {
+func prepareWithoutCapture(ctx context.Context, adm *pgxpool.Pool) error {
 	conn, err := adm.Acquire(ctx)
 	if err != nil {
 		return err
@@ -1000,6 +1001,14 @@ func disableCapture(ctx context.Context, adm *pgxpool.Pool) error {
 	if err := prepareSchema(ctx, conn.Conn(), sustainedSchema); err != nil {
 		return err
 	}
-	_, err = conn.Exec(ctx, "ALTER TABLE "+schema.Qualified(sustainedSchema, "spans_rows")+" DISABLE TRIGGER postgrescopy_ai_capture")
+	return disableCapture(ctx, conn, sustainedSchema)
+}
+
+// disableCapture disables the AI spend capture trigger of the exporter's
+// schema name, to measure what it costs a COPY.
+func disableCapture(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, name string) error {
+	_, err := db.Exec(ctx, "ALTER TABLE "+schema.Qualified(name, "spans_rows")+" DISABLE TRIGGER postgrescopy_ai_capture")
 	return err
 }
