@@ -369,6 +369,12 @@ wait:
 			res.elapsed = at.Sub(t0)
 			res.peakRSS = procRSS(cmd.Process.Pid, "VmHWM")
 			res.cpu = cpuBetween(cpuFrom, markCPU(cmd.Process.Pid), clientCollector, expected-base)
+			// during ends with the ingest it samples: the count below
+			// scans every row and takes seconds at scale, and a sample
+			// taken after it would charge that idle time and that scan
+			// to the last interval of ingest.
+			stopDuring()
+			duringDone.Wait()
 			break wait
 		case g := <-finished:
 			gen, genAt = g, time.Now()

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+)
+
+// TestDuringEndsWhenTheLastRowIsIn runs runCollector on a stand-in for the
+// collector that logs one committed batch holding every row and then idles.
+// The rows count that follows is held up by a lock that only the during
+// function releases once its context ends: during must end when the last row
+// is in, not after the count (a sampler still running then charged the
+// count's seconds, and its scan, to the last minute of ingest).
+func TestDuringEndsWhenTheLastRowIsIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables.Tables[:tables.NumSignalTables] {
+		if _, err := pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, tb.Store)+" (x int)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(context.Background()) }()
+	if _, err := lock.Exec(ctx, "LOCK TABLE "+schema.Qualified(name, tables.Tables[0].Store)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "collector")
+	script := `#!/bin/sh
+echo '{"level":"info","msg":"Load generation started"}'
+sleep 0.3
+echo '{"level":"debug","msg":"batch written","rows":10,"signal_rows":10}'
+exec sleep 60
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{collector: fake, tmp: dir, url: "postgres://unused", pool: pool, events: 10, collectorStall: time.Minute}
+
+	var endedAt time.Time
+	byTimer := false
+	during := func(dctx context.Context) {
+		select {
+		case <-dctx.Done():
+			endedAt = time.Now()
+		case <-time.After(8 * time.Second):
+			byTimer = true
+		}
+		_ = lock.Rollback(context.Background())
+	}
+	began := time.Now()
+	_, err = b.runCollector(ctx, name, 0, 1, 1, "", during)
+	var lost *errLost
+	if !errors.As(err, &lost) || lost.lost != 10 {
+		t.Fatalf("runCollector: %v, want 10 rows lost (the stand-in writes none)", err)
+	}
+	if byTimer {
+		t.Fatalf("during ran on for 8s after the last row was in, until the rows were counted")
+	}
+	if d := endedAt.Sub(began); d > 5*time.Second {
+		t.Fatalf("during ended %s after the start, want about 0.3s", d)
+	}
+}
