@@ -322,3 +322,105 @@ func TestAISpendPartialsAfterUpgrade(t *testing.T) {
 	}
 	aiIdentity(ctx, t, pool, s, true)
 }
+
+// TestAISpendPartialsStayMerged: after a merge has shrunk ai_spend_partial
+// far below the size its last ANALYZE saw, the next COPYs still merge about
+// once the table doubled. Schema 5 sized the table by pg_class.reltuples:
+// merges came as many times too seldom as the table had shrunk, and a
+// sustained run's partials grew to 44 rows per group and minute. The capture
+// function generated under schema 5 is rewritten by the upgrade, and one
+// generated after it (a reconfiguration) sizes the table the same way.
+func TestAISpendPartialsStayMerged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	s := pgtest.Schema(t, pool)
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Release()
+	// One connection throughout: each statement below asks for its
+	// statistics to be flushed as it ends, so that the next one reads them.
+	conn := pc.Conn()
+	if _, err := schema.MigrateTo(ctx, conn, s, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.AddColumns(ctx, conn, s, schema.PromotedColumns(benchLayout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schema.Maintain(ctx, conn, s, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	if err := pricing.Configure(ctx, pool, s, nil, 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	capture := func() string {
+		t.Helper()
+		var def string
+		if err := conn.QueryRow(ctx, "SELECT pg_get_functiondef(to_regprocedure($1))", pgx.Identifier{s, "postgrescopy_ai_capture"}.Sanitize()+"()").Scan(&def); err != nil {
+			t.Fatal(err)
+		}
+		return def
+	}
+	if !strings.Contains(capture(), "c.reltuples") {
+		t.Fatal("schema 5's capture function does not read reltuples: the upgrade below tests nothing")
+	}
+	if _, err := schema.Migrate(ctx, conn, s); err != nil {
+		t.Fatal(err)
+	}
+	if def := capture(); strings.Contains(def, "reltuples") || !strings.Contains(def, "pg_stat_get_live_tuples(") {
+		t.Fatalf("the upgrade left the capture function as it was:\n%s", def)
+	}
+	if err := pricing.Configure(ctx, pool, s, aiDims[:1], 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if def := capture(); !strings.Contains(def, "pg_stat_get_live_tuples(") || !strings.Contains(def, "gen_ai.agent.name") {
+		t.Fatalf("a capture function generated after the upgrade does not read the live rows, or kept the old dimensions:\n%s", def)
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")+"; SELECT pg_stat_force_next_flush()"); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	count := func(sql string) int64 {
+		t.Helper()
+		var n int64
+		if err := conn.QueryRow(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	// The state a merge leaves: ANALYZE saw 400,000 rows, the merge then
+	// deleted them (rows of two days ago here, outside the late window).
+	exec("ALTER TABLE S.ai_spend_partial SET (autovacuum_enabled = false)")
+	exec(`INSERT INTO S.ai_spend_partial (minute, min_start, max_start, dims, has_input, has_tokens, reported, calls, error_calls,
+	duration_ns, input_tokens, uncached_input_tokens, cache_read_tokens, cache_creation_tokens, output_tokens, reasoning_tokens,
+	priced_output_tokens, priced_reasoning_tokens, reported_cost)
+SELECT m, m, m, '{}', true, true, false, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+FROM (SELECT date_trunc('minute', now()) - interval '2 days' - g * interval '1 second' AS m FROM generate_series(1, 400000) g) x`)
+	exec("ANALYZE S.ai_spend_partial")
+	exec("DELETE FROM S.ai_spend_partial")
+
+	// 20 statements, each with a call of 4 models in each of the last 300
+	// minutes: 1,200 new partial rows each, the same 1,200 groups.
+	const statements, groups = 20, 4 * 300
+	for range statements {
+		exec(`INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind,
+	status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+	gen_ai_provider_name, gen_ai_operation_name, gen_ai_request_model, gen_ai_input_tokens, gen_ai_output_tokens, gen_ai_agent_name)
+SELECT t, 0, t, 1000, 0, 'chat', 'Client', 'Unset', '{}', 0, 0, 0, 'openai', 'chat', 'model-' || k, 10, 20, 'team-a'
+FROM generate_series(1, 300) m, generate_series(1, 4) k,
+     LATERAL (SELECT date_trunc('minute', now()) - m * interval '1 minute' + interval '7 seconds' AS t) x`)
+	}
+	if n := count("SELECT sum(calls)::bigint FROM S.ai_spend_partial"); n != statements*groups {
+		t.Fatalf("the partials hold %d calls, want %d", n, statements*groups)
+	}
+	if n := count("SELECT count(*) FROM S.ai_spend_partial"); n > 2*groups {
+		t.Fatalf("%d partial rows for %d groups after %d statements: merges did not follow the table's live size", n, groups, statements)
+	}
+}

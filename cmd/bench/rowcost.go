@@ -74,7 +74,7 @@ type rowcostVariant struct {
 func rowcostVariants() []rowcostVariant {
 	return []rowcostVariant{
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
-		{key: "after", name: "after: the exporter's schema and rows (schema 5: context dictionary, no service indexes, AI spend capture trigger)", exporter: true},
+		{key: "after", name: "after: the exporter's schema and rows (schema 6: context dictionary, no service indexes, AI spend capture trigger)", exporter: true},
 		{key: "after-nocapture", name: "after without the AI spend capture trigger (schema 4's write cost)", exporter: true, noCapture: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
 		{key: "before-tt", name: "before + toast_tuple_target = 8160", legacy: true, options: "toast_tuple_target = 8160"},

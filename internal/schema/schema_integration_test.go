@@ -263,7 +263,7 @@ func TestFirstSchemaIsPartitioned(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.From)
 	assert.Equal(t, schema.Latest(), res.To)
-	assert.Equal(t, 5, schema.Latest(), "001_schema, 002_ai_spend, 003_contexts, 004_service_indexes and 005_ai_partials")
+	assert.Equal(t, 6, schema.Latest(), "001_schema, 002_ai_spend, 003_contexts, 004_service_indexes, 005_ai_partials and 006_ai_partials_live_size")
 
 	for _, table := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram",
 		"metrics_exponential_histogram", "metrics_summary"} {
