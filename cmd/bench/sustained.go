@@ -109,10 +109,15 @@ type sustainedMinute struct {
 	RowsPerS  float64 `json:"rows_per_s"`
 	// CPU per row committed in the interval; PostgreSQL's excludes the
 	// readers' backends.
-	PostgresUsPerRow  float64 `json:"postgresql_cpu_us_per_row"`
-	CollectorUsPerRow float64 `json:"collector_cpu_us_per_row"`
-	RedisUsPerRow     float64 `json:"redis_cpu_us_per_row"`
-	ReadersCPUSeconds float64 `json:"readers_cpu_s"`
+	PostgresUsPerRow float64 `json:"postgresql_cpu_us_per_row"`
+	// PostgresWritersUsPerRow is the part of it the exporter's connections
+	// spent (application_name postgrescopy): COPY, the ledger, the AI spend
+	// capture. The rest is the server's own work for the rows (autovacuum,
+	// checkpointer, WAL writer, background writer).
+	PostgresWritersUsPerRow float64 `json:"postgresql_writers_cpu_us_per_row"`
+	CollectorUsPerRow       float64 `json:"collector_cpu_us_per_row"`
+	RedisUsPerRow           float64 `json:"redis_cpu_us_per_row"`
+	ReadersCPUSeconds       float64 `json:"readers_cpu_s"`
 	// WALBytesPerRow is the server's WAL written in the interval per row
 	// (the whole server: other databases' writes count too).
 	WALBytesPerRow float64 `json:"wal_bytes_per_row"`
@@ -487,6 +492,7 @@ type mark struct {
 	committed   int64
 	cpu         cpuMark
 	readers     time.Duration
+	writers     map[int]time.Duration // CPU so far of each exporter connection's backend, by pid
 	wal         int64
 	checkpoints int64
 }
@@ -501,9 +507,41 @@ func (s *sampler) mark(ctx context.Context) mark {
 		own, _, _ := procTimes(strconv.Itoa(r.pid))
 		m.readers += own
 	}
+	m.writers = s.writerTimes(ctx)
 	_ = s.adm.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").Scan(&m.wal)
 	_ = s.adm.QueryRow(ctx, "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter").Scan(&m.checkpoints)
 	return m
+}
+
+// writerTimes is the CPU so far of the backends of the exporter's
+// connections (application_name postgrescopy, the exporter's default).
+func (s *sampler) writerTimes(ctx context.Context) map[int]time.Duration {
+	rows, err := s.adm.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = 'postgrescopy' AND datname = current_database()")
+	if err != nil {
+		return nil
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil
+	}
+	out := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		if own, _, ok := procTimes(strconv.Itoa(int(pid))); ok {
+			out[int(pid)] = own
+		}
+	}
+	return out
+}
+
+// writersBetween is what the exporter's backends spent from a to c: a
+// backend that appeared since a counts whole; one gone by c is lost to the
+// rest of the server's CPU (its time moved to the postmaster's children).
+func writersBetween(a, c map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for pid, t := range c {
+		d += t - a[pid]
+	}
+	return d
 }
 
 // loop samples every interval until ctx ends (the last row is in), then
@@ -569,6 +607,7 @@ func (s *sampler) record(ctx context.Context, t0, a, c mark, partial bool) {
 	if rows > 0 {
 		us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(rows) }
 		m.PostgresUsPerRow = us(c.cpu.postgres - a.cpu.postgres - (c.readers - a.readers))
+		m.PostgresWritersUsPerRow = us(writersBetween(a.writers, c.writers))
 		m.CollectorUsPerRow = us(c.cpu.collector - a.cpu.collector)
 		m.RedisUsPerRow = us(c.cpu.redis - a.cpu.redis)
 		m.WALBytesPerRow = float64(c.wal-a.wal) / float64(rows)
@@ -590,8 +629,8 @@ func (s *sampler) record(ctx context.Context, t0, a, c mark, partial bool) {
 	defer s.mu.Unlock()
 	m.Minute = len(s.res.Minutes) + 1
 	s.res.Minutes = append(s.res.Minutes, m)
-	s.b.logf("sustained: minute %d: %s rows in the table, %s rows/s, PostgreSQL %.1f µs/row, collector %.1f µs/row, WAL %.0f B/row, stored %.0f B/row, %d checkpoints, Redis backlog %d entries, collector RSS %.0f MiB",
-		m.Minute, num(float64(m.TotalRows)), num(m.RowsPerS), m.PostgresUsPerRow, m.CollectorUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints, m.RedisEntries, m.CollectorRSSMiB)
+	s.b.logf("sustained: minute %d: %s rows in the table, %s rows/s, PostgreSQL %.1f µs/row (its writers %.1f), collector %.1f µs/row, WAL %.0f B/row, stored %.0f B/row, %d checkpoints, Redis backlog %d entries, collector RSS %.0f MiB",
+		m.Minute, num(float64(m.TotalRows)), num(m.RowsPerS), m.PostgresUsPerRow, m.PostgresWritersUsPerRow, m.CollectorUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints, m.RedisEntries, m.CollectorRSSMiB)
 }
 
 // storedBytes is table + index + TOAST of every table of schemaName.
@@ -903,16 +942,16 @@ func (r *sustainedResult) markdown() string {
 		w("\n")
 	}
 	if len(r.Minutes) > 0 {
-		w("### Per minute\n\nCPU per row committed in the minute (PostgreSQL's without the readers' backends); WAL is the whole server's; stored is table + index + TOAST over the rows in the tables; load is the machine's 1-minute load average at the minute's end (all its work, not only the bench's).\n\n")
-		w("| Minute | Rows in tables | Rows/s | PostgreSQL CPU µs/row | Collector CPU µs/row | Redis CPU µs/row | WAL B/row | Stored B/row | Checkpoints | Redis backlog (entries, MiB) | Collector RSS MiB | Load (1 min) |\n")
-		w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		w("### Per minute\n\nCPU per row committed in the minute (PostgreSQL's without the readers' backends, then the part of it the exporter's connections spent, and the rest: autovacuum, checkpointer, WAL and background writers); WAL is the whole server's; stored is table + index + TOAST over the rows in the tables; load is the machine's 1-minute load average at the minute's end (all its work, not only the bench's).\n\n")
+		w("| Minute | Rows in tables | Rows/s | PostgreSQL CPU µs/row | of it, the writers' | the rest | Readers' CPU s | Collector CPU µs/row | Redis CPU µs/row | WAL B/row | Stored B/row | Checkpoints | Redis backlog (entries, MiB) | Collector RSS MiB | Load (1 min) |\n")
+		w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, m := range r.Minutes {
 			label := strconv.Itoa(m.Minute)
 			if m.Partial {
 				label += " (partial)"
 			}
-			w("| %s | %s | %s | %.1f | %.1f | %.1f | %.0f | %.0f | %d | %d, %.1f | %.0f | %s |\n", label, num(float64(m.TotalRows)), num(m.RowsPerS),
-				m.PostgresUsPerRow, m.CollectorUsPerRow, m.RedisUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints,
+			w("| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %d | %d, %.1f | %.0f | %s |\n", label, num(float64(m.TotalRows)), num(m.RowsPerS),
+				m.PostgresUsPerRow, m.PostgresWritersUsPerRow, m.PostgresUsPerRow-m.PostgresWritersUsPerRow, m.ReadersCPUSeconds, m.CollectorUsPerRow, m.RedisUsPerRow, m.WALBytesPerRow, m.StoredBytesPerRow, m.Checkpoints,
 				m.RedisEntries, float64(m.RedisBytes)/(1<<20), m.CollectorRSSMiB, m.Load)
 		}
 		w("\n")

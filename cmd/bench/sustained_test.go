@@ -94,3 +94,17 @@ func TestSustainedServer(t *testing.T) {
 		t.Fatalf("%s still exists after stop (%v)", dir, err)
 	}
 }
+
+// TestWritersBetween: a writer backend present at both marks counts its
+// difference, one that appeared since counts whole, one gone counts nothing
+// (its time is in the postmaster's children, the rest of the server's).
+func TestWritersBetween(t *testing.T) {
+	a := map[int]time.Duration{10: time.Second, 11: 2 * time.Second}
+	c := map[int]time.Duration{10: 3 * time.Second, 12: 500 * time.Millisecond}
+	if got, want := writersBetween(a, c), 2500*time.Millisecond; got != want {
+		t.Fatalf("writersBetween = %s, want %s", got, want)
+	}
+	if got := writersBetween(nil, nil); got != 0 {
+		t.Fatalf("no writers: %s", got)
+	}
+}
