@@ -299,7 +299,7 @@ func run() int {
 		total += b.runs + 1
 	}
 	if has("sustained") {
-		total += 2
+		total += 3
 	}
 	if has("rowcost") {
 		total += b.runs * len(rowcostVariants())

@@ -57,6 +57,9 @@ const (
 	traceLookupSQL         = "SELECT * FROM %s.spans WHERE trace_id = $1 ORDER BY start_time"
 	sustainedSchema        = "otel"
 	sustainedQueryDeadline = 2 * time.Minute
+	// sustainedStartRows is the size of the ceiling into empty tables
+	// before ingest: about a first minute's rows here.
+	sustainedStartRows = 1_000_000
 )
 
 // sustainedSettings are the settings of the sustained part's own server
@@ -189,10 +192,15 @@ type sustainedResult struct {
 	// FinalQueries were sampled after the last row, ingest stopped.
 	FinalQueries []queryStats `json:"final_queries,omitempty"`
 	// Ceiling is a \copy of one minute's worth of rows (the last full
-	// minute's) into the grown tables, two streams.
-	Ceiling         *result           `json:"ceiling,omitempty"`
-	CeilingOverLast float64           `json:"ceiling_over_last_minute,omitempty"`
-	Targets         []sustainedTarget `json:"targets"`
+	// minute's) into the grown tables, two streams; CeilingEmpty is one of
+	// sustainedStartRows into empty tables before ingest. Ingest's share of
+	// each, first minute and last, says whether what slows as the tables
+	// grow is the exporter or PostgreSQL on this machine.
+	Ceiling          *result           `json:"ceiling,omitempty"`
+	CeilingOverLast  float64           `json:"ceiling_over_last_minute,omitempty"`
+	CeilingEmpty     *result           `json:"ceiling_empty,omitempty"`
+	CeilingOverFirst float64           `json:"ceiling_empty_over_first_minute,omitempty"`
+	Targets          []sustainedTarget `json:"targets"`
 }
 
 // dbURL is base with its database replaced by name.
@@ -312,6 +320,9 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 		b.logf("sustained: AI spend capture trigger disabled (-sustained-no-ai-capture)")
 	}
 
+	b.progress.step("sustained: the ceiling into empty tables, before ingest")
+	res.CeilingEmpty = b.emptyCeiling(ctx, adm)
+
 	prefix := b.prefix + "-sustained"
 	defer b.dropRedisKeys(prefix)
 	s := &sampler{b: b, res: &res, adm: adm, readers: readers, qs: qs, prefix: prefix, queryRuns: sus.queryRuns, budget: sus.queryBudget}
@@ -365,7 +376,10 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 	b.progress.step("sustained: queries after the last row, and the ceiling on the grown tables")
 	if runErr == nil {
 		res.FinalQueries = s.sampleQueries(ctx)
-		res.Ceiling = b.sustainedCeiling(ctx, &res)
+		res.Ceiling = b.grownCeiling(ctx, &res)
+		if c := res.CeilingEmpty; c != nil && c.Status == "ok" && len(res.Minutes) > 0 && !res.Minutes[0].Partial {
+			res.CeilingOverFirst = res.Minutes[0].RowsPerS / c.RowsPerS
+		}
 	}
 	res.Targets = sustainedTargets(&res, int64(sus.rows), sus.duration)
 	return res
@@ -735,9 +749,9 @@ func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
 	return out
 }
 
-// sustainedCeiling times a \copy of one minute's worth of rows (the last
-// full minute's) into the grown tables with two psql streams.
-func (b *bench) sustainedCeiling(ctx context.Context, res *sustainedResult) *result {
+// grownCeiling times a \copy of one minute's worth of rows (the last full
+// minute's) into the grown tables with two psql streams.
+func (b *bench) grownCeiling(ctx context.Context, res *sustainedResult) *result {
 	var last *sustainedMinute
 	for i := len(res.Minutes) - 1; i >= 0; i-- {
 		if !res.Minutes[i].Partial {
@@ -745,23 +759,68 @@ func (b *bench) sustainedCeiling(ctx context.Context, res *sustainedResult) *res
 			break
 		}
 	}
-	r := &result{Name: "psql \\copy, 2 streams, into the grown tables", Kind: "ceiling"}
 	if last == nil || last.Rows == 0 {
-		r.Status, r.Note = "skipped", "no full minute to size it by"
-		return r
+		return &result{Name: "psql \\copy, 2 streams, into the grown tables", Kind: "ceiling", Status: "skipped", Note: "no full minute to size it by"}
 	}
 	users := max(1, int(math.Round(float64(last.Rows)/float64(b.events))))
+	r, before := b.sustainedCeiling(ctx, sustainedSchema, "psql \\copy, 2 streams, into the grown tables", users)
+	if r.Status == "ok" {
+		r.Note = fmt.Sprintf("%d users, the last full minute's %s rows, into tables holding %s", users, num(float64(last.Rows)), num(float64(before)))
+		res.CeilingOverLast = last.RowsPerS / r.RowsPerS
+	}
+	return r
+}
+
+// emptyCeiling times, before ingest starts, a \copy of sustainedStartRows
+// rows into empty tables of the exporter's schema (another schema of the
+// same database, dropped afterwards): the ceiling the first minute is
+// compared with, as the last is with the ceiling on the grown tables.
+func (b *bench) emptyCeiling(ctx context.Context, adm *pgxpool.Pool) *result {
+	name := sustainedSchema + "_empty"
+	fail := func(err error) *result {
+		return &result{Name: "psql \\copy, 2 streams, into empty tables", Kind: "ceiling", Status: "failed", Note: err.Error()}
+	}
+	conn, err := adm.Acquire(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer conn.Release()
+	drop := func() error {
+		_, err := conn.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+		return err
+	}
+	if err := drop(); err != nil {
+		return fail(err)
+	}
+	if err := prepareSchema(ctx, conn.Conn(), name); err != nil {
+		return fail(err)
+	}
+	users := int((sustainedStartRows + int64(b.events) - 1) / int64(b.events))
+	r, _ := b.sustainedCeiling(ctx, name, "psql \\copy, 2 streams, into empty tables", users)
+	if r.Status == "ok" {
+		r.Note = fmt.Sprintf("%d users, %s rows, into empty tables of the same DDL, before ingest", users, num(float64(r.Rows)))
+	}
+	if err := drop(); err != nil {
+		return fail(err)
+	}
+	return r
+}
+
+// sustainedCeiling times a \copy of users' rows (another seed than the
+// collector's: other ids) into schemaName's tables with two psql streams,
+// and says how many rows the tables held before it.
+func (b *bench) sustainedCeiling(ctx context.Context, schemaName, name string, users int) (*result, int64) {
+	r := &result{Name: name, Kind: "ceiling"}
 	dir := filepath.Join(b.tmp, "sustained-ceiling")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.Status, r.Note = "failed", err.Error()
-		return r
+		return r, 0
 	}
 	defer os.RemoveAll(dir)
-	// Another seed: other ids than the rows already in the tables.
 	ds, err := buildDataset(dir, users, b.events, b.seed+1_000_003)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()
-		return r
+		return r, 0
 	}
 	// The context dictionary already holds most of the dataset's contexts:
 	// they go in first, untimed, as the exporter adds them (ON CONFLICT DO
@@ -772,9 +831,9 @@ func (b *bench) sustainedCeiling(ctx context.Context, res *sustainedResult) *res
 		kept := g[:0]
 		for _, f := range g {
 			if f.table == tables.IdxContexts {
-				if err := b.loadContexts(ctx, f.path); err != nil {
+				if err := b.loadContexts(ctx, schemaName, f.path); err != nil {
 					r.Status, r.Note = "failed", err.Error()
-					return r
+					return r, 0
 				}
 				continue
 			}
@@ -787,46 +846,44 @@ func (b *bench) sustainedCeiling(ctx context.Context, res *sustainedResult) *res
 			signalRows += n
 		}
 	}
-	before, err := countRows(ctx, b.pool, sustainedSchema)
+	before, err := countRows(ctx, b.pool, schemaName)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()
-		return r
+		return r, 0
 	}
 	if _, err := b.pool.Exec(ctx, "CHECKPOINT"); err != nil {
 		r.Status, r.Note = "failed", err.Error()
-		return r
+		return r, 0
 	}
-	elapsed, cpu, err := b.copyStreams(ctx, sustainedSchema, groups, signalRows)
+	elapsed, cpu, err := b.copyStreams(ctx, schemaName, groups, signalRows)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()
-		return r
+		return r, 0
 	}
-	after, err := countRows(ctx, b.pool, sustainedSchema)
+	after, err := countRows(ctx, b.pool, schemaName)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()
-		return r
+		return r, 0
 	}
 	if after-before != signalRows {
 		r.Status, r.Note = "failed", fmt.Sprintf("\\copy added %d rows, the dataset has %d", after-before, signalRows)
-		return r
+		return r, 0
 	}
 	out := timed(r.Name, users, signalRows, ds.totalBytes(), elapsed)
 	out.Kind, out.CPU = "ceiling", cpu
-	out.Note = fmt.Sprintf("%d users, the last full minute's %s rows, into tables holding %s", users, num(float64(last.Rows)), num(float64(before)))
-	res.CeilingOverLast = last.RowsPerS / out.RowsPerS
-	return &out
+	return &out, before
 }
 
 // loadContexts adds the dictionary rows of a dataset file that the
 // contexts table does not have yet.
-func (b *bench) loadContexts(ctx context.Context, path string) error {
+func (b *bench) loadContexts(ctx context.Context, schemaName, path string) error {
 	t := benchLayout.Table(tables.IdxContexts)
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		cols[i] = pgx.Identifier{c}.Sanitize()
 	}
 	list := strings.Join(cols, ", ")
-	dict := schema.Qualified(sustainedSchema, t.Store)
+	dict := schema.Qualified(schemaName, t.Store)
 	cmd := exec.CommandContext(ctx, b.psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.url,
 		"-c", "CREATE TEMP TABLE pgcb_contexts AS SELECT * FROM "+dict+" WITH NO DATA",
 		"-c", `\copy pgcb_contexts (`+list+") FROM '"+path+"' WITH (FORMAT binary)",
@@ -987,6 +1044,19 @@ func (r *sustainedResult) markdown() string {
 			w("\n")
 		}
 		w("\n")
+	}
+	if c := r.CeilingEmpty; c != nil {
+		if c.Status == "ok" {
+			first := "no full first minute to compare"
+			if r.CeilingOverFirst > 0 {
+				first = fmt.Sprintf("the first minute of ingest ran at %.2f× that", r.CeilingOverFirst)
+			}
+			w("**Ceiling on empty tables:** %s: %s rows in %.2f s, %s rows/s (CPU %s µs/row); %s.\n\n",
+				c.Name, num(float64(c.Rows)), c.Seconds, num(c.RowsPerS), c.CPU, first)
+			w("%s.\n\n", c.Note)
+		} else {
+			w("**Ceiling on empty tables:** %s: %s\n\n", c.Status, c.Note)
+		}
 	}
 	if c := r.Ceiling; c != nil {
 		if c.Status == "ok" {
