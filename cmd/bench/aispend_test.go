@@ -103,6 +103,24 @@ func writeUsers(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, eve
 }
 
 // aiIdentity compares the rewritten AI queries with their raw forms on s.
+// schemaAt makes schema s as a collector of schema version v left it, with
+// the bench's promoted columns, partitions and AI spend dimensions dims.
+func schemaAt(ctx context.Context, t *testing.T, pool *pgxpool.Pool, conn *pgx.Conn, s string, v int, dims []pricing.Dimension) {
+	t.Helper()
+	if _, err := schema.MigrateTo(ctx, conn, s, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := schema.AddColumns(ctx, conn, s, schema.PromotedColumns(benchLayout)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schema.Maintain(ctx, conn, s, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	if err := pricing.Configure(ctx, pool, s, dims, 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func aiIdentity(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s string, hourly bool) {
 	t.Helper()
 	rowsOf := func(sql string) []string {
@@ -289,18 +307,7 @@ func TestAISpendPartialsAfterUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := schema.MigrateTo(ctx, conn.Conn(), s, 4); err != nil {
-		t.Fatal(err)
-	}
-	if err := schema.AddColumns(ctx, conn.Conn(), s, schema.PromotedColumns(benchLayout)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := schema.Maintain(ctx, conn.Conn(), s, exporterPartitioning); err != nil {
-		t.Fatal(err)
-	}
-	if err := pricing.Configure(ctx, pool, s, aiDims, 6*time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	schemaAt(ctx, t, pool, conn.Conn(), s, 4, aiDims)
 	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{s, "model_prices"}.Sanitize()+
 		" (model, match, input_per_mtok, output_per_mtok) VALUES ('gpt-%', 'pattern', 2.5, 10)"); err != nil {
 		t.Fatal(err)
@@ -346,18 +353,7 @@ func TestAISpendPartialsStayMerged(t *testing.T) {
 	// One connection throughout: each statement below asks for its
 	// statistics to be flushed as it ends, so that the next one reads them.
 	conn := pc.Conn()
-	if _, err := schema.MigrateTo(ctx, conn, s, 5); err != nil {
-		t.Fatal(err)
-	}
-	if err := schema.AddColumns(ctx, conn, s, schema.PromotedColumns(benchLayout)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := schema.Maintain(ctx, conn, s, exporterPartitioning); err != nil {
-		t.Fatal(err)
-	}
-	if err := pricing.Configure(ctx, pool, s, nil, 6*time.Hour); err != nil {
-		t.Fatal(err)
-	}
+	schemaAt(ctx, t, pool, conn, s, 5, nil)
 	capture := func() string {
 		t.Helper()
 		var def string
