@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,12 +161,25 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) ch
 	// Back empty; the sentinels turn it into a replica of the new primary.
 	primary.start(t)
 	newPrimary := replica.client(t)
-	require.Eventually(t, func() bool {
+	replicated := func() bool {
 		info, err := newPrimary.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
-		// 120s: on a loaded machine Sentinel enters TILT mode (its timer late
-		// by over 2s) and takes no action for 30s at a time.
-	}, 120*time.Second, 100*time.Millisecond, "the old primary does not become a replica of the new one")
+	}
+	// Sentinel turns the old primary into a replica of the new one, but on a
+	// loaded machine it enters TILT mode (its timer late by over 2s) and
+	// takes no action for 30s at a time, and in CI it once had not done so
+	// after 120s. That is Sentinel's part, not the exporter's: past 60s the
+	// test points the old primary at the new one itself, as an operator
+	// would, so that the exporter's part (following the new primary,
+	// losing nothing acknowledged) is still what decides.
+	for deadline := time.Now().Add(60 * time.Second); !replicated() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !replicated() {
+		t.Logf("the sentinels did not make the old primary a replica within 60s: REPLICAOF %s by hand", replica.addr())
+		require.NoError(t, primary.client(t).Do(context.Background(), "REPLICAOF", "127.0.0.1", strconv.Itoa(replica.port)).Err())
+	}
+	require.Eventually(t, replicated, 60*time.Second, 100*time.Millisecond, "the old primary does not become a replica of the new one")
 	resumed := time.Now()
 	require.Eventually(t, func() bool { return load.ackedSince(resumed) >= 20 }, 30*time.Second, 50*time.Millisecond,
 		"requests are not acknowledged after the failover: the exporter does not follow the new primary")
