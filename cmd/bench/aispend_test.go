@@ -261,6 +261,23 @@ func TestAISpendPartialsSame(t *testing.T) {
 	exec(`INSERT INTO S.model_prices (model, input_per_mtok, output_per_mtok, valid_from)
 	      SELECT model, 7, 21, $1::timestamptz + interval '1.5 seconds' FROM S.gen_ai_spans WHERE model IS NOT NULL
 	      GROUP BY model ORDER BY count(*) DESC LIMIT 1`, mid)
+	// Ranking among the rows that match one provider and model: the
+	// provider with the most calls priced from the catalog gets its own
+	// catch-all, which wins over the unnamed ones (as long, and older); its
+	// busiest model an exact price from its last call on, which wins over
+	// the catch-all; a row of another provider never applies.
+	const unreported = "S.gen_ai_spans WHERE reported_cost IS NULL AND input_tokens IS NOT NULL AND provider IS NOT NULL"
+	exec(`INSERT INTO S.model_prices (provider, model, match, input_per_mtok, output_per_mtok)
+	      SELECT provider, '%', 'pattern', 3, 9 FROM ` + unreported + ` GROUP BY provider ORDER BY count(*) DESC LIMIT 1`)
+	exec(`INSERT INTO S.model_prices (model, input_per_mtok, output_per_mtok, valid_from)
+	      SELECT model, 0.5, 1.5, max(start_time) FROM ` + unreported + ` AND model IS NOT NULL AND provider = (
+	          SELECT provider FROM ` + unreported + ` GROUP BY provider ORDER BY count(*) DESC LIMIT 1)
+	      GROUP BY model ORDER BY count(*) DESC LIMIT 1`)
+	if n := count("SELECT count(*) FROM S.gen_ai_calls WHERE price_id IN (SELECT id FROM S.model_prices WHERE provider IS NOT NULL OR valid_from > '-infinity' AND match = 'exact')"); n < 2 {
+		t.Fatalf("%d calls priced by the provider's catch-all or the exact row: too few to check the ranking", n)
+	}
+	exec(`INSERT INTO S.model_prices (provider, model, input_per_mtok, output_per_mtok)
+	      SELECT 'nobody', model, 100, 100 FROM S.gen_ai_spans WHERE model IS NOT NULL GROUP BY model ORDER BY count(*) DESC LIMIT 3`)
 	if n := count("SELECT count(*) FROM S.gen_ai_calls WHERE cost_source = 'unpriced'"); n == 0 {
 		t.Log("no unpriced call: the test data has none")
 	}

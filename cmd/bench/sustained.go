@@ -31,7 +31,7 @@ type sustainedFlags struct {
 	rate      float64       // loadgen items/s; 0: as fast as backpressure lets it
 	queryRuns int           // runs of each query per sample
 	keep      bool          // keep the database (and the bench's own server) afterwards
-	noCapture bool          // disable the AI spend capture trigger before the collector starts
+	noCapture bool          // drop the AI spend capture trigger before the collector starts
 	given     bool          // run on -db rather than on a server of the bench's own
 	// queryBudget: no further run of a query starts in a sample once its
 	// runs took this long; queryTimeout cancels a run (statement_timeout).
@@ -1113,11 +1113,13 @@ func prepareWithoutCapture(ctx context.Context, adm *pgxpool.Pool) error {
 	return disableCapture(ctx, conn, sustainedSchema)
 }
 
-// disableCapture disables the AI spend capture trigger of the exporter's
-// schema name, to measure what it costs a COPY.
+// disableCapture drops the AI spend capture trigger of the exporter's
+// schema name, to measure what it costs a COPY. Dropped, not disabled: a
+// disabled trigger with a transition table still makes a COPY into the
+// partitioned table capture every row and insert them one at a time.
 func disableCapture(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, name string) error {
-	_, err := db.Exec(ctx, "ALTER TABLE "+schema.Qualified(name, "spans_rows")+" DISABLE TRIGGER postgrescopy_ai_capture")
+	_, err := db.Exec(ctx, "DROP TRIGGER IF EXISTS postgrescopy_ai_capture ON "+schema.Qualified(name, "spans_rows"))
 	return err
 }
