@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,6 +57,29 @@ type collectorRun struct {
 type liveRun struct {
 	pid       int
 	committed *atomic.Int64 // rows of the batches the exporter logged as committed
+	// bySignal splits committed by the signal of the batch: a batch holds
+	// one signal's tables.
+	bySignal *[numSignals]atomic.Int64
+}
+
+// Signals, as liveRun.bySignal indexes them.
+const (
+	signalSpans = iota
+	signalLogs
+	signalMetrics
+	numSignals
+)
+
+// batchSignal is the signal of a batch written into tables: spans, logs,
+// else metric points.
+func batchSignal(tables []string) int {
+	switch {
+	case slices.Contains(tables, "spans"):
+		return signalSpans
+	case slices.Contains(tables, "logs"):
+		return signalLogs
+	}
+	return signalMetrics
 }
 
 // genTotals is what the loadgen receiver logs when it finishes.
@@ -223,6 +247,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	finished := make(chan genTotals, 1)
 	// committed and lastCommit are read by the stall check below.
 	var committed, lastCommit atomic.Int64
+	var bySignal [numSignals]atomic.Int64
 	var (
 		agesMu sync.Mutex
 		ages   []int64
@@ -242,13 +267,15 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 				// signal_rows leaves out the context dictionary's rows a
 				// batch carries (ON CONFLICT DO NOTHING: most are not new).
 				var rec struct {
-					Rows       int64  `json:"rows"`
-					SignalRows *int64 `json:"signal_rows"`
+					Rows       int64    `json:"rows"`
+					SignalRows *int64   `json:"signal_rows"`
+					Tables     []string `json:"tables"`
 				}
 				if json.Unmarshal([]byte(line), &rec) == nil {
 					if rec.SignalRows != nil {
 						rec.Rows = *rec.SignalRows
 					}
+					bySignal[batchSignal(rec.Tables)].Add(rec.Rows)
 					lastCommit.Store(time.Now().UnixNano())
 					if committed.Add(rec.Rows) >= expected-base {
 						select {
@@ -330,7 +357,7 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	}
 	res.startup = t0.Sub(execAt)
 
-	b.live = &liveRun{pid: cmd.Process.Pid, committed: &committed}
+	b.live = &liveRun{pid: cmd.Process.Pid, committed: &committed, bySignal: &bySignal}
 	defer func() { b.live = nil }()
 	duringCtx, stopDuring := context.WithCancel(ctx)
 	var duringDone sync.WaitGroup

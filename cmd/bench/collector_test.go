@@ -83,3 +83,51 @@ exec sleep 60
 		t.Fatalf("during ended %s after the start, want about 0.3s", d)
 	}
 }
+
+// TestCommittedBySignal: the rows of the batches the collector logs as
+// written are counted per signal by the tables each batch names, so that the
+// sustained part can give each signal's rate.
+func TestCommittedBySignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables.Tables[:tables.NumSignalTables] {
+		if _, err := pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, tb.Store)+" (x int)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "collector")
+	script := `#!/bin/sh
+echo '{"level":"info","msg":"Load generation started"}'
+echo '{"level":"debug","msg":"batch written","rows":6,"signal_rows":5,"tables":["spans"]}'
+echo '{"level":"debug","msg":"batch written","rows":3,"signal_rows":3,"tables":["logs"]}'
+echo '{"level":"debug","msg":"batch written","rows":1,"signal_rows":1,"tables":["metrics_gauge","metrics_sum"]}'
+echo '{"level":"debug","msg":"batch written","rows":2,"signal_rows":1,"tables":["metrics_histogram"]}'
+exec sleep 60
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{collector: fake, tmp: dir, url: "postgres://unused", pool: pool, events: 10, collectorStall: time.Minute}
+	var got [numSignals]int64
+	during := func(dctx context.Context) {
+		<-dctx.Done()
+		for i := range got {
+			got[i] = b.live.bySignal[i].Load()
+		}
+	}
+	if _, err := b.runCollector(ctx, name, 0, 1, 1, "", during); !errors.As(err, new(*errLost)) {
+		t.Fatalf("runCollector: %v, want the stand-in's rows lost", err)
+	}
+	if want := [numSignals]int64{signalSpans: 5, signalLogs: 3, signalMetrics: 2}; got != want {
+		t.Fatalf("committed by signal %v, want %v", got, want)
+	}
+}
