@@ -55,8 +55,11 @@ type redisSide struct {
 	// those the registry names beyond them, being drained. Only start and
 	// the maintenance loop touch it.
 	shards map[string][]*coord.Stream
-	bg     context.Context
-	reg    metric.Registration
+	// admission orders the writes of every signal's workers, oldest data
+	// first, so that the signals fall behind together.
+	admission *flush.Admission
+	bg        context.Context
+	reg       metric.Registration
 
 	mu    sync.Mutex
 	stats map[string]shardStats // last read, by stream
@@ -202,6 +205,7 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 		_ = rs.rdb.Close()
 		return err
 	}
+	rs.admission = flush.NewAdmission(admissionBound, admissionStale)
 	c.redis = rs
 	for _, sig := range signalNames {
 		for i := 0; i < rc.Shards; i++ {
@@ -237,6 +241,16 @@ func (rs *redisSide) bounds() coord.Bounds {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
+// admissionBound is how far one signal's backlog may run ahead of another's
+// before its writes wait: above the age a batch reaches without a backlog
+// (max_wait, and a write's duration), so that only a backlog is ordered.
+const admissionBound = 2 * time.Second
+
+// admissionStale is how long a write in flight holds younger batches back:
+// well above a write's duration, so that only a write held up (a lock, a
+// dead server) stops counting.
+const admissionStale = 5 * time.Second
+
 // coverShards starts flush workers on every shard below n not yet covered:
 // redis::workers on each shard Consume adds to, one on each shard only
 // drained (a larger redis::shards used it before). Called at start and from
@@ -246,7 +260,7 @@ func (c *client) coverShards(n int) {
 	fc := flush.Config{
 		MaxRows: rc.MaxRows, MaxBytes: rc.MaxBytes, MaxWait: rc.MaxWait, ClaimAfter: rc.ClaimAfter,
 		Timeout: c.cfg.TimeoutConfig.Timeout, Quarantine: c.cfg.Schema + "." + pgwrite.QuarantineTable,
-		NewBatch: c.cfg.newBatch,
+		NewBatch: c.cfg.newBatch, Admission: rs.admission,
 	}
 	for _, sig := range signalNames {
 		tel := flush.Telemetry{

@@ -69,6 +69,9 @@ type Config struct {
 	Quarantine string
 	// NewBatch returns an empty batch of a layout, under the row limits.
 	NewBatch func(*tables.Layout) *rows.Batch
+	// Admission, shared by a replica's workers of every signal, orders their
+	// writes oldest data first; nil writes at once.
+	Admission *Admission
 }
 
 // Telemetry is what the workers count.

@@ -53,7 +53,12 @@ func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
 			f.tel.LedgerHits.Add(ctx, int64(len(done)), f.tel.Attrs)
 		}
 		if len(todo) > 0 {
+			leave, err := f.cfg.Admission.Enter(ctx, oldestEntry(todo))
+			if err != nil {
+				return err
+			}
 			err = f.write(ctx, key, todo)
+			leave()
 			if errors.Is(err, pgwrite.ErrAlreadyCommitted) && attempt == 0 {
 				// Another consumer committed some of these meanwhile: sort
 				// them out through the ledger and write the rest.
