@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
@@ -29,14 +30,7 @@ func TestDuringEndsWhenTheLastRowIsIn(t *testing.T) {
 	name := pgtest.Schema(t, pool)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	for _, tb := range tables.Tables[:tables.NumSignalTables] {
-		if _, err := pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, tb.Store)+" (x int)"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	standInTables(ctx, t, pool, name)
 	lock, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -95,14 +89,7 @@ func TestCommittedBySignal(t *testing.T) {
 	name := pgtest.Schema(t, pool)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	for _, tb := range tables.Tables[:tables.NumSignalTables] {
-		if _, err := pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, tb.Store)+" (x int)"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	standInTables(ctx, t, pool, name)
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "collector")
 	script := `#!/bin/sh
@@ -129,5 +116,20 @@ exec sleep 60
 	}
 	if want := [numSignals]int64{signalSpans: 5, signalLogs: 3, signalMetrics: 2}; got != want {
 		t.Fatalf("committed by signal %v, want %v", got, want)
+	}
+}
+
+// standInTables creates schema name with a one-column table for each signal
+// table: what runCollector counts the rows of, for a stand-in collector that
+// writes none.
+func standInTables(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name string) {
+	t.Helper()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables.Tables[:tables.NumSignalTables] {
+		if _, err := pool.Exec(ctx, "CREATE TABLE "+schema.Qualified(name, tb.Store)+" (x int)"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
