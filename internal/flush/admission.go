@@ -47,9 +47,10 @@ func NewAdmission(bound, stale time.Duration) *Admission {
 
 // Enter waits until a batch whose oldest entry was added at oldest may be
 // written, and returns the function that ends its write. It returns ctx's
-// error if ctx ends first. A nil Admission admits at once.
+// error if ctx ends first. A nil Admission admits at once, and so does a
+// batch with no entry time (zero oldest), which then holds nothing back.
 func (a *Admission) Enter(ctx context.Context, oldest time.Time) (leave func(), err error) {
-	if a == nil {
+	if a == nil || oldest.IsZero() {
 		return func() {}, nil
 	}
 	t := &ticket{oldest: oldest, wake: make(chan struct{})}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -288,12 +286,11 @@ func (f *Worker) logCommitted(entries []keyedEntry) {
 	if ce == nil {
 		return
 	}
-	now := time.Now().UnixMilli()
+	now := time.Now()
 	ages := make([]int64, 0, len(entries))
 	for _, e := range entries {
-		ms, _, _ := strings.Cut(e.ID, "-")
-		if t, err := strconv.ParseInt(ms, 10, 64); err == nil {
-			ages = append(ages, now-t)
+		if t, ok := entryTime(e.ID); ok {
+			ages = append(ages, now.Sub(t).Milliseconds())
 		}
 	}
 	ce.Write(zap.String("stream", f.stream.Name()), zap.Int64s("xadd_to_commit_ms", ages))
