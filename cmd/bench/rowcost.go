@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
@@ -58,6 +59,9 @@ type rowcostVariant struct {
 	// noCapture disables the AI spend capture trigger of the exporter's
 	// schema, to measure what the trigger costs a COPY.
 	noCapture bool
+	// partition copies the spans into the partition they fall in, as the
+	// writer's routing does (schema 8), instead of into spans_rows.
+	partition bool
 	// split, when positive, stores the string values longer than split
 	// bytes of the top-level attribute maps (span_attributes,
 	// log_attributes) outside the jsonb, in a text[] of alternating keys and
@@ -75,6 +79,7 @@ func rowcostVariants() []rowcostVariant {
 	return []rowcostVariant{
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
 		{key: "after", name: "after: the exporter's schema and rows (schema 6: context dictionary, no service indexes, AI spend capture trigger)", exporter: true},
+		{key: "after-partition", name: "after, spans copied into their partition (schema 8: multi-insert with the capture trigger)", exporter: true, partition: true},
 		{key: "after-nocapture", name: "after without the AI spend capture trigger (schema 4's write cost)", exporter: true, noCapture: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
 		{key: "before-tt", name: "before + toast_tuple_target = 8160", legacy: true, options: "toast_tuple_target = 8160"},
@@ -165,6 +170,7 @@ func variantColumns(cols []pgColumn, v rowcostVariant) []pgColumn {
 
 type rowcostInput struct {
 	table string   // target table
+	into  string   // the partition of table copied into, when set
 	cols  []string // in COPY order
 	data  []byte   // binary COPY
 	rows  int64
@@ -609,8 +615,12 @@ func (b *bench) rowcostLoad(ctx context.Context, schemaName string, inputs []row
 		for i, c := range in.cols {
 			cols[i] = pgx.Identifier{c}.Sanitize()
 		}
+		into := in.table
+		if in.into != "" {
+			into = in.into
+		}
 		if _, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(in.data),
-			"COPY "+schema.Qualified(schemaName, in.table)+" ("+strings.Join(cols, ", ")+") FROM STDIN (FORMAT binary)"); err != nil {
+			"COPY "+schema.Qualified(schemaName, into)+" ("+strings.Join(cols, ", ")+") FROM STDIN (FORMAT binary)"); err != nil {
 			return nil, fmt.Errorf("copy %s: %w", in.table, err)
 		}
 		after, err := backendCPU(ctx, conn)
@@ -620,6 +630,26 @@ func (b *bench) rowcostLoad(ctx context.Context, schemaName string, inputs []row
 		out[in.table] += after - before
 	}
 	return out, nil
+}
+
+// partitionOf names the partition of in.table that holds every row of in
+// (by its first column, the time).
+func (b *bench) partitionOf(ctx context.Context, schemaName string, in rowcostInput) (string, error) {
+	tuples := in.data[len(pgcopy.Header()) : len(in.data)-len(pgcopy.Trailer())]
+	lo, hi, ok := pgcopy.FirstInt64Range(tuples, len(in.cols))
+	if !ok {
+		return "", fmt.Errorf("%s: no time range in the rows", in.table)
+	}
+	var name string
+	err := b.pool.QueryRow(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') m
+		WHERE i.inhparent = $1::regclass AND m[1]::timestamptz <= $2 AND $3 < m[2]::timestamptz`,
+		schema.Qualified(schemaName, in.table), pgEpoch.Add(time.Duration(lo)*time.Microsecond),
+		pgEpoch.Add(time.Duration(hi)*time.Microsecond)).Scan(&name)
+	if err != nil {
+		return "", fmt.Errorf("%s: no one partition holds its rows: %w", in.table, err)
+	}
+	return name, nil
 }
 
 // relationBytes is the on-disk size of a table of schemaName: every
@@ -669,7 +699,13 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 					return nil, err
 				}
 				t := benchLayout.Table(f.table)
-				p.inputs = append(p.inputs, rowcostInput{table: t.Store, cols: t.Columns, data: data})
+				in := rowcostInput{table: t.Store, cols: t.Columns, data: data}
+				if v.partition && f.table == tables.IdxSpans {
+					if in.into, err = b.partitionOf(ctx, p.schema, in); err != nil {
+						return nil, fmt.Errorf("variant %s: %w", v.key, err)
+					}
+				}
+				p.inputs = append(p.inputs, in)
 			}
 		} else {
 			p.schema = b.prefix + "_rowcost_" + strconv.Itoa(i)

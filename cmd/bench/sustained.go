@@ -1136,5 +1136,9 @@ func disableCapture(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, name string) error {
 	_, err := db.Exec(ctx, "DROP TRIGGER IF EXISTS postgrescopy_ai_capture ON "+schema.Qualified(name, "spans_rows"))
+	if err == nil {
+		// and from its partitions (schema 8), which it follows.
+		_, err = db.Exec(ctx, "SELECT "+schema.Qualified(name, "postgrescopy_partition_triggers")+"()")
+	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
@@ -93,6 +94,31 @@ func (s *Entries) TotalRows() int {
 		n += r
 	}
 	return n
+}
+
+// FirstInt64Range is pgcopy.FirstInt64Range over table i's rows in every
+// entry: the range of its first column (a time), known before the rows are
+// copied, so that the writer can pick the partition they fall in. Each record
+// is decompressed for it, and again when read; ok is false when one is
+// damaged (the read then finds it).
+func (s *Entries) FirstInt64Range(i int) (lo, hi int64, ok bool) {
+	if len(s.recs[i]) == 0 {
+		return 0, 0, false
+	}
+	fields := len(s.lay.Table(i).Columns)
+	lo, hi = math.MaxInt64, math.MinInt64
+	for _, rec := range s.recs[i] {
+		data, err := s.tuples(rec, fields)
+		if err != nil {
+			return 0, 0, false
+		}
+		l, h, ok := pgcopy.FirstInt64Range(data, fields)
+		if !ok {
+			return 0, 0, false
+		}
+		lo, hi = min(lo, l), max(hi, h)
+	}
+	return lo, hi, true
 }
 
 // TableReader returns table i's binary COPY stream. It shares s's decoding

@@ -358,3 +358,35 @@ func BenchmarkIsClean(b *testing.B) {
 		}
 	}
 }
+
+func TestFirstInt64Range(t *testing.T) {
+	var e Encoder
+	for _, us := range []int64{5_000_000, -3, 7_000_000_000} {
+		e.BeginRow(2)
+		e.TimestamptzUnixMicro(us + pgEpochMicros)
+		e.Text("x")
+	}
+	lo, hi, ok := FirstInt64Range(e.Tuples(0, e.Rows()), 2)
+	if !ok || lo != -3 || hi != 7_000_000_000 {
+		t.Fatalf("range = %d, %d, %v; want -3, 7000000000, true", lo, hi, ok)
+	}
+	if _, _, ok := FirstInt64Range(e.Tuples(0, e.Rows()), 3); ok {
+		t.Error("rows of another field count gave a range")
+	}
+	if _, _, ok := FirstInt64Range(nil, 2); ok {
+		t.Error("no rows gave a range")
+	}
+	e.BeginRow(2)
+	e.Null()
+	e.Text("y")
+	if _, _, ok := FirstInt64Range(e.Tuples(0, e.Rows()), 2); ok {
+		t.Error("a NULL first value gave a range")
+	}
+	e.Reset()
+	e.BeginRow(2)
+	e.Text("not a time")
+	e.Text("z")
+	if _, _, ok := FirstInt64Range(e.Tuples(0, e.Rows()), 2); ok {
+		t.Error("a first value of 10 bytes gave a range")
+	}
+}

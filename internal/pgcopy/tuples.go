@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 )
 
@@ -182,4 +183,28 @@ func (e *Encoder) Truncate(n int) {
 	e.buf = e.buf[:e.offs[n]]
 	e.offs = e.offs[:n]
 	e.rows = n
+}
+
+// FirstInt64Range returns the least and the greatest first value of tuples'
+// rows (rows of fields fields), each read as a big-endian int64: a
+// timestamptz's microseconds since 2000. ok is false when tuples holds no
+// row, a first value that is NULL or not 8 bytes, or a malformed row.
+func FirstInt64Range(tuples []byte, fields int) (lo, hi int64, ok bool) {
+	if fields < 1 {
+		return 0, 0, false
+	}
+	lo, hi, ok = math.MaxInt64, math.MinInt64, true
+	n, err := walkTuples(tuples, fields, func(off int) {
+		v := tuples[off+2:] // past the field count: the first value's length
+		if int32(binary.BigEndian.Uint32(v)) != 8 {
+			ok = false
+			return
+		}
+		x := int64(binary.BigEndian.Uint64(v[4:]))
+		lo, hi = min(lo, x), max(hi, x)
+	})
+	if err != nil || n == 0 || !ok {
+		return 0, 0, false
+	}
+	return lo, hi, true
 }

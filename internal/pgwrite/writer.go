@@ -24,6 +24,10 @@ type TableResult struct {
 	Rows     int // rows written
 	Bytes    int
 	Rejected int // rows refused and stored in the rejects table instead
+	// Partition is the partition the rows were copied into, when they all
+	// fell in one that routing picked (partitions.go); empty when they went
+	// through Table's stored table.
+	Partition string
 }
 
 // Writer writes batches into one schema through a pool. It is safe for
@@ -36,6 +40,7 @@ type Writer struct {
 	stores          [len(tables.Tables)]string // as rows are copied into them (spans_rows)
 	schema          string
 	known           *knownContexts
+	partitions      *partitions
 	ledgerTable     string
 	quarantineTable string
 	rejectsSQL      string
@@ -51,7 +56,8 @@ func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
 // NewLayoutWriter prepares the COPY statements of layout's tables for
 // schemaName; it writes only batches of that layout.
 func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *tables.Layout) *Writer {
-	w := &Writer{pool: pool, layout: layout, schema: schemaName, known: &knownContexts{}, ledgerTable: schema.Qualified(schemaName, "ledger"),
+	w := &Writer{pool: pool, layout: layout, schema: schemaName, known: &knownContexts{},
+		partitions: newPartitions(schemaName, layout), ledgerTable: schema.Qualified(schemaName, "ledger"),
 		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName)}
 	for i := range tables.Tables {
 		t := layout.Table(i)
@@ -100,6 +106,9 @@ func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableRe
 	out, err := w.copyAll(ctx, l, func(i int) (io.Reader, int, int, error) {
 		data, err := b.Data(i)
 		return bytes.NewReader(data), b.Rows(i), len(data), err
+	}, func(i int) (int64, int64, bool) {
+		e := b.Encoder(i)
+		return pgcopy.FirstInt64Range(e.Tuples(0, e.Rows()), len(w.layout.Table(i).Columns))
 	})
 	if err != nil && Classify(err) == Data {
 		return w.isolate(ctx, b, l, err)
@@ -122,7 +131,7 @@ func (w *Writer) WriteEntries(ctx context.Context, s *entry.Entries, l *Ledger) 
 			return nil, 0, 0, nil
 		}
 		return s.TableReader(i), s.Rows(i), s.Size(i) + framing, nil
-	})
+	}, s.FirstInt64Range)
 }
 
 // tableOrder is the order a batch's tables are written in: the dictionary
@@ -140,8 +149,11 @@ var tableOrder = func() []int {
 var framing = len(pgcopy.Header()) + len(pgcopy.Trailer())
 
 // copyAll runs one transaction: l into the ledger (when set), then one COPY
-// per table that table returns a reader for (nil: no rows).
-func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io.Reader, rows, size int, err error)) ([]TableResult, error) {
+// per table that table returns a reader for (nil: no rows), into the
+// partition its rows' first column falls in when keys gives their range and
+// routing finds one (partitions.go), else into the table.
+func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io.Reader, rows, size int, err error),
+	keys func(i int) (lo, hi int64, ok bool)) ([]TableResult, error) {
 	var out []TableResult
 	var ids [][16]byte
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
@@ -167,7 +179,14 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 				}
 				continue
 			}
-			if _, err := pc.CopyFrom(ctx, r, w.copySQL[i]); err != nil {
+			copySQL, part, err := w.route(ctx, tx, i, keys)
+			if err != nil {
+				return err
+			}
+			if _, err := pc.CopyFrom(ctx, r, copySQL); err != nil {
+				if part != "" {
+					w.partitions.stale()
+				}
 				if rerr, ok := r.(interface{ Err() error }); ok && rerr.Err() != nil {
 					// A reader that failed (a damaged entry): PostgreSQL only
 					// heard that the COPY failed; say why.
@@ -175,7 +194,7 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 				}
 				return fmt.Errorf("copy into %s: %w", w.names[i], err)
 			}
-			out = append(out, TableResult{Table: w.names[i], Rows: n, Bytes: size})
+			out = append(out, TableResult{Table: w.names[i], Rows: n, Bytes: size, Partition: part})
 		}
 		return nil
 	})
@@ -184,4 +203,34 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 	}
 	w.known.add(ids)
 	return out, nil
+}
+
+// route returns the COPY statement for table i's rows in tx: into the
+// partition they all fall in when routing finds and claims one (its name
+// returned too), else into the table.
+func (w *Writer) route(ctx context.Context, tx pgx.Tx, i int, keys func(i int) (lo, hi int64, ok bool)) (string, string, error) {
+	if i == tables.IdxContexts {
+		return w.copySQL[i], "", nil
+	}
+	store := w.layout.Table(i).Store
+	parts, err := w.partitions.of(ctx, tx, store)
+	if err != nil || len(parts) == 0 {
+		return w.copySQL[i], "", err
+	}
+	lo, hi, ok := keys(i) // only now: it reads every row
+	if !ok {
+		return w.copySQL[i], "", nil
+	}
+	part, found := findPartition(parts, lo, hi)
+	if !found {
+		return w.copySQL[i], "", nil
+	}
+	claimed, err := w.partitions.claim(ctx, tx, store, part)
+	if err != nil || !claimed {
+		w.partitions.stale()
+		return w.copySQL[i], "", err
+	}
+	t := *w.layout.Table(i)
+	t.Store = part.name
+	return CopySQL(w.schema, t), part.name, nil
 }

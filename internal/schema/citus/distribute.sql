@@ -48,6 +48,18 @@ DECLARE
     col    text;
     dist   text;
 BEGIN
+    -- AI spend partials (migration 5) come from a statement trigger's
+    -- transition table, which a COPY into a distributed table does not
+    -- fill on the coordinator: the trigger goes, and every AI spend read
+    -- stays on the raw calls (partial_from infinity).
+    IF to_regclass(format('%I.ai_spend_partial', s)) IS NOT NULL THEN
+        EXECUTE format('DROP TRIGGER IF EXISTS postgrescopy_ai_capture ON %I.spans_rows', s);
+        -- and its copies on the partitions (migration 8), before they are
+        -- distributed.
+        PERFORM {{schema}}.postgrescopy_partition_triggers();
+        EXECUTE format('UPDATE %I.ai_spend_settings SET partial_from = ''infinity''', s);
+        EXECUTE format('TRUNCATE %I.ai_spend_partial', s);
+    END IF;
     FOR t IN SELECT * FROM (VALUES
         ('spans_rows', NULL, NULL),
         ('logs_rows', 'coalesce(trace_id, gen_random_uuid())', 'spans_rows'),
@@ -108,14 +120,5 @@ BEGIN
     END LOOP;
     -- The views over the stored tables now show shard_key too.
     PERFORM {{schema}}.postgrescopy_views();
-    -- AI spend partials (migration 5) come from a statement trigger's
-    -- transition table, which a COPY into a distributed table does not
-    -- fill on the coordinator: the trigger goes, and every AI spend read
-    -- stays on the raw calls (partial_from infinity).
-    IF to_regclass(format('%I.ai_spend_partial', s)) IS NOT NULL THEN
-        EXECUTE format('DROP TRIGGER IF EXISTS postgrescopy_ai_capture ON %I.spans_rows', s);
-        EXECUTE format('UPDATE %I.ai_spend_settings SET partial_from = ''infinity''', s);
-        EXECUTE format('TRUNCATE %I.ai_spend_partial', s);
-    END IF;
 END
 $distribute$;

@@ -12,3 +12,7 @@ GRANT INSERT ON {{schema}}.spans_rows, {{schema}}.logs_rows,
 GRANT SELECT, INSERT, DELETE ON {{schema}}.ledger TO {{role}};
 GRANT SELECT ON {{schema}}.schema_version TO {{role}};
 GRANT EXECUTE ON FUNCTION {{schema}}.postgrescopy_maintain(interval, integer, interval) TO {{role}};
+-- The writer copies spans straight into a partition of spans_rows when it
+-- can (schema version 8): the partitions made so far get the grant now,
+-- later ones when postgrescopy_maintain makes them.
+SELECT {{schema}}.postgrescopy_partition_triggers();

@@ -1,0 +1,151 @@
+package pgwrite
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+)
+
+// aiCalls makes n model calls starting at the given times, one each, cycling.
+func aiCalls(n int, at ...time.Time) ptrace.Traces {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "agent")
+	ss := rs.ScopeSpans().AppendEmpty()
+	for i := range n {
+		s := ss.Spans().AppendEmpty()
+		s.SetName("chat")
+		s.SetTraceID(pcommon.TraceID{9, byte(i >> 8), byte(i), 15: 1})
+		s.SetSpanID(pcommon.SpanID{8, byte(i >> 8), byte(i)})
+		start := at[i%len(at)]
+		s.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+		s.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Second)))
+		s.SetKind(ptrace.SpanKindClient)
+		s.Attributes().PutStr("gen_ai.provider.name", "openai")
+		s.Attributes().PutStr("gen_ai.request.model", "gpt-4o")
+		s.Attributes().PutInt("gen_ai.usage.input_tokens", 100)
+		s.Attributes().PutInt("gen_ai.usage.output_tokens", 10)
+	}
+	return td
+}
+
+// Spans that all fall in one partition are copied into it, and the capture
+// trigger counts each call once whichever way its COPY went; a partition
+// detached, or whose trigger went, after routing read the catalog is not
+// written: its rows go through spans_rows. Both ways write the same rows,
+// from a batch and from stream entries.
+func TestPartitionRouting(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	layout, err := tables.NewLayout(tables.GenAI())
+	require.NoError(t, err)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = schema.Migrate(ctx, conn.Conn(), name)
+	if err == nil {
+		err = schema.AddColumns(ctx, conn.Conn(), name, schema.PromotedColumns(layout))
+	}
+	conn.Release()
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SELECT "+pgx.Identifier{name, "postgrescopy_ai_configure"}.Sanitize()+"('[]', NULL)")
+	require.NoError(t, err)
+	_, err = schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: time.Hour, Premake: 2})
+	require.NoError(t, err)
+	q := func(table string) string { return pgx.Identifier{name, table}.Sanitize() }
+	scalar := func(sql string) int64 {
+		var n int64
+		require.NoError(t, pool.QueryRow(ctx, sql).Scan(&n), sql)
+		return n
+	}
+	var missing int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = $1::regclass AND NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = c.oid AND tgname = 'postgrescopy_ai_capture')`,
+		q("spans_rows")).Scan(&missing))
+	require.Zero(t, missing, "maintenance gives every partition the capture trigger")
+
+	hour := time.Now().UTC().Truncate(time.Hour).Add(time.Hour) // made ahead: nothing else writes it
+	leaf := func(h time.Time) string { return "spans_p" + h.Format("20060102_1504") }
+	w := NewLayoutWriter(pool, name, layout)
+	write := func(td ptrace.Traces) TableResult {
+		t.Helper()
+		var b rows.Batch
+		b.SetLayout(layout)
+		b.AddTraces(td)
+		res, err := w.Write(ctx, &b)
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		return res[0]
+	}
+	calls := func() int64 { return scalar("SELECT coalesce(sum(calls), 0) FROM " + q("ai_spend_partial")) }
+
+	// One partition's spans go into it; the capture counted them.
+	res := write(aiCalls(30, hour.Add(time.Minute), hour.Add(59*time.Minute)))
+	require.Equal(t, leaf(hour), res.Partition)
+	require.EqualValues(t, 30, res.Rows)
+	require.EqualValues(t, 30, calls())
+	require.EqualValues(t, 30, scalar("SELECT count(*) FROM "+q(leaf(hour))))
+
+	// Spans over two partitions go through spans_rows, counted once.
+	res = write(aiCalls(20, hour.Add(-time.Minute), hour.Add(time.Minute)))
+	require.Empty(t, res.Partition)
+	require.EqualValues(t, 50, calls())
+	require.EqualValues(t, 40, scalar("SELECT count(*) FROM "+q(leaf(hour))))
+
+	// The same from stream entries.
+	var s entry.Entries
+	s.Reset(layout)
+	var eb rows.Batch
+	eb.SetLayout(layout)
+	eb.AddTraces(aiCalls(15, hour.Add(2*time.Minute)))
+	e, err := entry.Append(nil, &eb, true)
+	require.NoError(t, err)
+	require.NoError(t, s.Add(e))
+	eres, err := w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"1-0"}})
+	require.NoError(t, err)
+	require.Equal(t, leaf(hour), eres[0].Partition)
+	require.EqualValues(t, 65, calls())
+
+	// The partition loses its trigger after routing read it: the claim in
+	// the write's transaction sees it, and the rows go through spans_rows,
+	// captured there.
+	_, err = pool.Exec(ctx, "DROP TRIGGER postgrescopy_ai_capture ON "+q(leaf(hour)))
+	require.NoError(t, err)
+	res = write(aiCalls(10, hour.Add(3*time.Minute)))
+	require.Empty(t, res.Partition)
+	require.EqualValues(t, 75, calls())
+	require.EqualValues(t, 65, scalar("SELECT count(*) FROM "+q(leaf(hour))))
+
+	// Maintenance puts it back; routing reads the catalog again.
+	_, err = schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: time.Hour, Premake: 2})
+	require.NoError(t, err)
+	w.partitions.stale()
+	res = write(aiCalls(5, hour.Add(4*time.Minute)))
+	require.Equal(t, leaf(hour), res.Partition)
+	require.EqualValues(t, 80, calls())
+
+	// Detached (kept as a table) while routing still lists it: not
+	// written, the rows land in spans_rows' default partition.
+	_, err = pool.Exec(ctx, "ALTER TABLE "+q("spans_rows")+" DETACH PARTITION "+q(leaf(hour)))
+	require.NoError(t, err)
+	res = write(aiCalls(7, hour.Add(5*time.Minute)))
+	require.Empty(t, res.Partition)
+	require.EqualValues(t, 70, scalar("SELECT count(*) FROM "+q(leaf(hour))), "nothing more in the detached table")
+	require.EqualValues(t, 7, scalar(fmt.Sprintf("SELECT count(*) FROM %s WHERE start_time >= '%s'", q("spans"), hour.Add(5*time.Minute).Format(time.RFC3339))))
+	require.EqualValues(t, 87, calls())
+
+	// Every call is in the raw call view once, as in the partials.
+	require.EqualValues(t, 87-70, scalar("SELECT count(*) FROM "+q("gen_ai_calls")), "the raw calls left attached")
+}
