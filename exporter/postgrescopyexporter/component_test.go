@@ -127,6 +127,8 @@ func TestMetadataTelemetryIsEmitted(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tb.RegisterDurabilityGauge(func() (int64, string) { return 1, "volatile" })
 	require.NoError(t, err)
+	_, err = tb.RegisterAdmissionGauge(func() int64 { return 1 })
+	require.NoError(t, err)
 
 	for name := range readMetadata(t).Telemetry.Metrics {
 		_, err := tel.GetMetric("otelcol_" + name)

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/flush"
@@ -70,6 +71,41 @@ type redisSide struct {
 	durability     coord.Durability
 	durabilityRead bool
 	durReg         metric.Registration
+	admReg         metric.Registration
+}
+
+// registerGauges registers the Redis side's gauges, all or none: the
+// backlog, the durability and the write admission's waiting batches.
+func (rs *redisSide) registerGauges(tb *metadata.TelemetryBuilder) error {
+	var err error
+	if rs.reg, err = tb.RegisterStreamGauges(rs.observe); err != nil {
+		return err
+	}
+	if rs.durReg, err = tb.RegisterDurabilityGauge(rs.observeDurability); err != nil {
+		rs.unregisterGauges()
+		return err
+	}
+	if rs.admReg, err = tb.RegisterAdmissionGauge(rs.observeAdmission); err != nil {
+		rs.unregisterGauges()
+		return err
+	}
+	return nil
+}
+
+// unregisterGauges undoes registerGauges, at shutdown or when it failed.
+func (rs *redisSide) unregisterGauges() {
+	for _, reg := range []metric.Registration{rs.reg, rs.durReg, rs.admReg} {
+		if reg != nil {
+			_ = reg.Unregister()
+		}
+	}
+}
+
+// observeAdmission returns how many batches wait for the write admission,
+// for the gauge; Waiting holds the admission's lock only to count, so the
+// callback does not block.
+func (rs *redisSide) observeAdmission() int64 {
+	return int64(rs.admission.Waiting())
 }
 
 // observeDurability returns the durability last read, for the gauge.
@@ -194,18 +230,11 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 		_ = rs.rdb.Close()
 		return err
 	}
-	reg, err := c.tel.RegisterStreamGauges(rs.observe)
-	if err != nil {
-		_ = rs.rdb.Close()
-		return err
-	}
-	rs.reg = reg
-	if rs.durReg, err = c.tel.RegisterDurabilityGauge(rs.observeDurability); err != nil {
-		_ = rs.reg.Unregister()
-		_ = rs.rdb.Close()
-		return err
-	}
 	rs.admission = flush.NewAdmission(admissionBound, admissionStale)
+	if err := rs.registerGauges(c.tel); err != nil {
+		_ = rs.rdb.Close()
+		return err
+	}
 	c.redis = rs
 	for _, sig := range signalNames {
 		for i := 0; i < rc.Shards; i++ {
@@ -493,11 +522,6 @@ func (c *client) stopRedis() {
 	if c.redis == nil {
 		return
 	}
-	if c.redis.reg != nil {
-		_ = c.redis.reg.Unregister()
-	}
-	if c.redis.durReg != nil {
-		_ = c.redis.durReg.Unregister()
-	}
+	c.redis.unregisterGauges()
 	_ = c.redis.rdb.Close()
 }

@@ -4,15 +4,20 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/flush"
 )
 
 // injectingCore stands for the Collector's zap core, which adds the
@@ -81,4 +86,50 @@ func TestWithoutSignalKeepsPlainProviders(t *testing.T) {
 	require.Equal(t, 1, logs.Len())
 	assert.Equal(t, "yes", logs.All()[0].ContextMap()["kept"])
 	assert.Equal(t, mp, got.MeterProvider)
+}
+
+// TestAdmissionWaitingGauge: through the gauges the Redis side registers at
+// start, a batch held back by an older batch's write is counted while it
+// waits and no longer once it goes in; after shutdown's unregistering the
+// gauge reports nothing.
+func TestAdmissionWaitingGauge(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	tb, err := metadata.NewTelemetryBuilder(tel.NewTelemetrySettings())
+	require.NoError(t, err)
+	rs := &redisSide{admission: flush.NewAdmission(admissionBound, admissionStale), stats: map[string]shardStats{}}
+	require.NoError(t, rs.registerGauges(tb))
+	// waiting is the gauge's one point, -1 without one.
+	waiting := func() int64 {
+		m, err := tel.GetMetric("otelcol_postgrescopy_admission_waiting")
+		if err != nil {
+			return -1
+		}
+		points := m.Data.(metricdata.Gauge[int64]).DataPoints
+		if len(points) != 1 {
+			return -1
+		}
+		return points[0].Value
+	}
+	assert.Equal(t, int64(0), waiting())
+
+	ctx := context.Background()
+	now := time.Now()
+	leaveOld, err := rs.admission.Enter(ctx, now.Add(-2*admissionBound))
+	require.NoError(t, err)
+	entered := make(chan func())
+	go func() {
+		leave, err := rs.admission.Enter(ctx, now)
+		assert.NoError(t, err)
+		entered <- leave
+	}()
+	require.Eventually(t, func() bool { return waiting() == 1 }, admissionStale/2, 10*time.Millisecond,
+		"the younger batch waits for the older one's write")
+	leaveOld()
+	leave := <-entered
+	assert.Equal(t, int64(0), waiting(), "in flight, no longer waiting")
+	leave()
+
+	rs.unregisterGauges()
+	assert.Equal(t, int64(-1), waiting())
 }

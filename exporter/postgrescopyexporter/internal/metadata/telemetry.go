@@ -120,3 +120,18 @@ func (tb *TelemetryBuilder) RegisterDurabilityGauge(observe func() (level int64,
 		return nil
 	}, g)
 }
+
+// RegisterAdmissionGauge reports the flush batches waiting for the write
+// admission from observe, which must not block.
+func (tb *TelemetryBuilder) RegisterAdmissionGauge(observe func() int64) (metric.Registration, error) {
+	g, err := tb.meter.Int64ObservableGauge("otelcol_postgrescopy_admission_waiting",
+		metric.WithDescription("Flush batches waiting for older data to be written first (write admission)."),
+		metric.WithUnit("{batch}"))
+	if err != nil {
+		return nil, err
+	}
+	return tb.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(g, observe())
+		return nil
+	}, g)
+}
