@@ -369,9 +369,9 @@ func TestRedisShutdownCancelsWritesAtItsDeadline(t *testing.T) {
 	require.Eventually(t, func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE 'COPY %spans%'`).Scan(&n))
+			WHERE wait_event_type = 'Lock' AND (query LIKE 'COPY %spans%' OR query LIKE 'LOCK TABLE ONLY %spans%')`).Scan(&n))
 		return n > 0
-	}, 10*time.Second, 20*time.Millisecond, "the flush write waits on the lock")
+	}, 10*time.Second, 20*time.Millisecond, "the flush write (its COPY, or the lock it takes before copying into a partition) waits on the lock")
 
 	done := make(chan error, 1)
 	began := time.Now()

@@ -2,8 +2,10 @@ package pgwrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,31 +24,34 @@ import (
 // batch whose rows all fall in one partition is copied straight into it.
 //
 // Only a table whose parent has such a trigger is routed (elsewhere COPY
-// buffers through the parent already), and only into a plain partition that
-// has exactly the parent's statement-level INSERT triggers (name, function,
-// enabled), no row security, a range bound on the table's first column
-// (its time), and that the role may insert into: anything else goes
-// through the parent, as before. The partitions are read from the catalog
-// at most every partitionsTTL; in the write's transaction, after locking
-// the parent and the partition as the COPY would, the one picked is read
-// again, so a partition detached or dropped since, or whose triggers
-// changed, is not written: the rows go through the parent.
+// buffers through the parent already), and only into a plain partition
+// named as postgrescopy_maintain names them (<table>_pYYYYMMDD_HHMI, its
+// lower bound) that has exactly the parent's statement-level INSERT
+// triggers (name, function, enabled), no row security, and that the role
+// may insert into: anything else goes through the parent, as before.
+//
+// The partitions are listed from the catalog at most every partitionsTTL,
+// without reading their bounds: pg_get_expr locks the relation it deparses,
+// and a partition locked by someone else (a VACUUM FULL of an old one) must
+// not hold up writers that never touch it. In the write's transaction the
+// partition picked is locked, as the COPY would lock it, and then read
+// again with its bounds: the rows go into it only when it is still
+// routable and its range holds them, which the locks keep true until the
+// transaction ends (detaching or dropping a partition, or changing its
+// triggers, waits for them). Otherwise they go through the parent.
 
-// partitionsTTL is how long the partitions read from the catalog are used
-// before they are read again: maintenance makes a partition ahead of time,
-// so a new one is routed to within this of its start.
+// partitionsTTL is how long the partitions listed are used before the
+// catalog is read again: maintenance makes a partition ahead of time, so a
+// new one is routed to within this of its start.
 const partitionsTTL = 30 * time.Second
 
 // pgEpochUnixMicro is 2000-01-01 in Unix microseconds: binary timestamptz
 // counts from it.
 const pgEpochUnixMicro = 946684800000000
 
-// partitionSQL lists the routable partitions of the tables named by $2
-// (stored tables) in schema $1, whose first column is $3's, or only
-// partition $4 when set; with each partition's range bound in microseconds
-// since 2000.
-const partitionSQL = `WITH want(parent, key) AS (SELECT * FROM unnest($2::text[], $3::text[]))
-SELECT pr.relname, lf.relname, b[1]::timestamptz, b[2]::timestamptz
+// routableSQL is what makes a partition routable, over want (the stored
+// tables and their first column) in schema $1.
+const routableSQL = `
 FROM want
 JOIN pg_namespace ns ON ns.nspname = $1
 JOIN pg_class pr ON pr.relnamespace = ns.oid AND pr.relname = want.parent AND pr.relkind = 'p' AND NOT pr.relrowsecurity
@@ -54,21 +59,34 @@ JOIN pg_partitioned_table pt ON pt.partrelid = pr.oid AND pt.partstrat = 'r' AND
 JOIN pg_attribute ka ON ka.attrelid = pr.oid AND ka.attnum = pt.partattrs[0] AND ka.attname = want.key
 JOIN pg_inherits i ON i.inhparent = pr.oid AND NOT i.inhdetachpending
 JOIN pg_class lf ON lf.oid = i.inhrelid AND lf.relkind = 'r' AND NOT lf.relrowsecurity
-CROSS JOIN LATERAL regexp_match(pg_get_expr(lf.relpartbound, lf.oid),
-    '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') b
-WHERE ($4::text IS NULL OR lf.relname = $4) AND b[1] !~ 'infinity' AND b[2] !~ 'infinity'
-  AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = pr.oid AND t.tgnewtable IS NOT NULL)
+WHERE EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = pr.oid AND t.tgnewtable IS NOT NULL)
   AND has_table_privilege(lf.oid, 'INSERT')
   AND ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
             WHERE t.tgrelid = pr.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)
     = ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
             WHERE t.tgrelid = lf.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)`
 
-// partition is one routable partition: rows with first column in [lo, hi)
-// (microseconds since 2000) belong in it.
+const wantSQL = `WITH want(parent, key) AS (SELECT * FROM unnest($2::text[], $3::text[]))`
+
+// listSQL lists the routable partitions of the stored tables $2, whose
+// first columns are $3.
+const listSQL = wantSQL + `
+SELECT pr.relname, lf.relname` + routableSQL
+
+// boundsSQL is partition $4's range when it is routable (no row
+// otherwise): read once it is locked.
+const boundsSQL = wantSQL + `
+SELECT b[1]::timestamptz, b[2]::timestamptz FROM (
+SELECT regexp_match(pg_get_expr(lf.relpartbound, lf.oid), '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') AS b` +
+	routableSQL + `
+  AND lf.relname = $4) p
+WHERE b[1] !~ 'infinity' AND b[2] !~ 'infinity'`
+
+// partition is one routable partition, with the lower bound its name gives
+// (microseconds since 2000).
 type partition struct {
-	name   string
-	lo, hi int64
+	name string
+	lo   int64
 }
 
 // partitions is a writer's routable partitions, per stored table.
@@ -130,40 +148,33 @@ func (p *partitions) of(ctx context.Context, tx pgx.Tx, store string) ([]partiti
 	return p.byTable[store], nil
 }
 
-// findPartition returns the partition of parts (sorted) that holds every
-// value of [lo, hi].
-func findPartition(parts []partition, lo, hi int64) (partition, bool) {
-	k := sort.Search(len(parts), func(k int) bool { return parts[k].hi > lo })
-	if k < len(parts) && parts[k].lo <= lo && hi < parts[k].hi {
-		return parts[k], true
+// findPartition returns the partition of parts (sorted) whose lower bound
+// is the greatest at or before lo: the one that may hold [lo, ...].
+func findPartition(parts []partition, lo int64) (partition, bool) {
+	k := sort.Search(len(parts), func(k int) bool { return parts[k].lo > lo })
+	if k == 0 {
+		return partition{}, false
 	}
-	return partition{}, false
+	return parts[k-1], true
 }
 
-// load reads the routable partitions.
+// load lists the routable partitions, per stored table, sorted by lower
+// bound; those not named as maintenance names them are left out.
 func (p *partitions) load(ctx context.Context, tx pgx.Tx) (map[string][]partition, error) {
-	rows, err := tx.Query(ctx, partitionSQL, p.schema, p.parents, p.keys, nil)
+	rows, err := tx.Query(ctx, listSQL, p.schema, p.parents, p.keys)
 	if err != nil {
-		return nil, fmt.Errorf("read the partitions of schema %q: %w", p.schema, err)
+		return nil, fmt.Errorf("list the partitions of schema %q: %w", p.schema, err)
 	}
-	out, err := scanPartitions(rows)
-	if err != nil {
-		return nil, fmt.Errorf("read the partitions of schema %q: %w", p.schema, err)
-	}
-	return out, nil
-}
-
-// scanPartitions reads partitionSQL's rows, per stored table, sorted.
-func scanPartitions(rows pgx.Rows) (map[string][]partition, error) {
 	out := map[string][]partition{}
 	var parent, name string
-	var lo, hi time.Time
-	_, err := pgx.ForEachRow(rows, []any{&parent, &name, &lo, &hi}, func() error {
-		out[parent] = append(out[parent], partition{name: name, lo: lo.UnixMicro() - pgEpochUnixMicro, hi: hi.UnixMicro() - pgEpochUnixMicro})
+	_, err = pgx.ForEachRow(rows, []any{&parent, &name}, func() error {
+		if lo, ok := partitionStart(parent, name); ok {
+			out[parent] = append(out[parent], partition{name: name, lo: lo})
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the partitions of schema %q: %w", p.schema, err)
 	}
 	for _, parts := range out {
 		sort.Slice(parts, func(a, b int) bool { return parts[a].lo < parts[b].lo })
@@ -171,16 +182,31 @@ func scanPartitions(rows pgx.Rows) (map[string][]partition, error) {
 	return out, nil
 }
 
+// partitionStart is the lower bound (microseconds since 2000) that
+// postgrescopy_maintain put in the name of a partition of store: spans_rows'
+// are spans_pYYYYMMDD_HHMI, in UTC.
+func partitionStart(store, name string) (int64, bool) {
+	prefix := strings.TrimSuffix(store, "_rows") + "_p"
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok || len(rest) != len("20060102_1504") {
+		return 0, false
+	}
+	t, err := time.Parse("20060102_1504", rest)
+	if err != nil {
+		return 0, false
+	}
+	return t.UnixMicro() - pgEpochUnixMicro, true
+}
+
 // claim locks store and its partition part in tx as a COPY into part
-// would, and then reads part again, in one round trip: it reports whether
-// part is still routable with the same bounds, which the locks keep true
-// until tx ends (detaching or dropping a partition, or one of its
-// triggers, waits for them).
-func (p *partitions) claim(ctx context.Context, tx pgx.Tx, store string, part partition) (bool, error) {
+// would, and then reads part's bounds, in one round trip: it reports
+// whether part is still routable and holds [lo, hi], which the locks keep
+// true until tx ends.
+func (p *partitions) claim(ctx context.Context, tx pgx.Tx, store string, part partition, lo, hi int64) (bool, error) {
 	b := &pgx.Batch{}
 	b.Queue("LOCK TABLE ONLY " + schema.Qualified(p.schema, store) + " IN ROW EXCLUSIVE MODE")
 	b.Queue("LOCK TABLE ONLY " + schema.Qualified(p.schema, part.name) + " IN ROW EXCLUSIVE MODE")
-	b.Queue(partitionSQL, p.schema, p.parents, p.keys, part.name)
+	b.Queue(boundsSQL, p.schema, p.parents, p.keys, part.name)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	for range 2 {
@@ -188,14 +214,15 @@ func (p *partitions) claim(ctx context.Context, tx pgx.Tx, store string, part pa
 			return false, fmt.Errorf("lock partition %s: %w", part.name, err)
 		}
 	}
-	rows, err := br.Query()
+	var from, to time.Time
+	err := br.QueryRow().Scan(&from, &to)
+	if errors.Is(err, pgx.ErrNoRows) {
+		p.stale() // detached, dropped or changed since it was listed
+		return false, br.Close()
+	}
 	if err != nil {
 		return false, fmt.Errorf("read partition %s: %w", part.name, err)
 	}
-	now, err := scanPartitions(rows)
-	if err != nil {
-		return false, fmt.Errorf("read partition %s: %w", part.name, err)
-	}
-	got := now[store]
-	return len(got) == 1 && got[0] == part, br.Close()
+	holds := from.UnixMicro()-pgEpochUnixMicro <= lo && hi < to.UnixMicro()-pgEpochUnixMicro
+	return holds, br.Close()
 }

@@ -18,6 +18,22 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
+func TestPartitionStart(t *testing.T) {
+	lo, ok := partitionStart("spans_rows", "spans_p20261202_0600")
+	require.True(t, ok)
+	require.Equal(t, time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC).UnixMicro()-pgEpochUnixMicro, lo)
+	for _, name := range []string{"spans_default", "logs_p20261202_0600", "spans_p20261202", "spans_p20261302_0600", "spans_p20261202_0600x"} {
+		_, ok := partitionStart("spans_rows", name)
+		require.False(t, ok, name)
+	}
+	parts := []partition{{"a", 10}, {"b", 20}, {"c", 30}}
+	for lo, want := range map[int64]string{5: "", 10: "a", 19: "a", 20: "b", 99: "c"} {
+		got, ok := findPartition(parts, lo)
+		require.Equal(t, want != "", ok, lo)
+		require.Equal(t, want, got.name, lo)
+	}
+}
+
 // aiCalls makes n model calls starting at the given times, one each, cycling.
 func aiCalls(n int, at ...time.Time) ptrace.Traces {
 	td := ptrace.NewTraces()
@@ -97,6 +113,31 @@ func TestPartitionRouting(t *testing.T) {
 	require.EqualValues(t, 30, res.Rows)
 	require.EqualValues(t, 30, calls())
 	require.EqualValues(t, 30, scalar("SELECT count(*) FROM "+q(leaf(hour))))
+
+	// Another partition held under an exclusive lock (a VACUUM FULL of an
+	// old one) holds up no write into this one, even when routing reads
+	// the catalog again.
+	other, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = other.Exec(ctx, "LOCK TABLE "+q(leaf(hour.Add(-time.Hour)))+" IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	w.partitions.stale()
+	func() {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var b rows.Batch
+		b.SetLayout(layout)
+		b.AddTraces(aiCalls(1, hour.Add(30*time.Minute)))
+		res, err := w.Write(wctx, &b)
+		require.NoError(t, err, "written while another partition is locked")
+		require.Equal(t, leaf(hour), res[0].Partition)
+	}()
+	require.NoError(t, other.Rollback(ctx))
+	_, err = pool.Exec(ctx, "DELETE FROM "+q(leaf(hour))+" WHERE start_time = $1", hour.Add(30*time.Minute))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "DELETE FROM "+q("ai_spend_partial")+" WHERE max_start = $1", hour.Add(30*time.Minute))
+	require.NoError(t, err)
+	require.EqualValues(t, 30, calls())
 
 	// Spans over two partitions go through spans_rows, counted once.
 	res = write(aiCalls(20, hour.Add(-time.Minute), hour.Add(time.Minute)))

@@ -221,14 +221,19 @@ func (w *Writer) route(ctx context.Context, tx pgx.Tx, i int, keys func(i int) (
 	if !ok {
 		return w.copySQL[i], "", nil
 	}
-	part, found := findPartition(parts, lo, hi)
+	part, found := findPartition(parts, lo)
 	if !found {
 		return w.copySQL[i], "", nil
 	}
-	claimed, err := w.partitions.claim(ctx, tx, store, part)
-	if err != nil || !claimed {
+	claimed, err := w.partitions.claim(ctx, tx, store, part, lo, hi)
+	if err != nil {
 		w.partitions.stale()
 		return w.copySQL[i], "", err
+	}
+	if !claimed {
+		// Gone, changed, or its range does not hold the rows (they span
+		// two partitions): through the parent.
+		return w.copySQL[i], "", nil
 	}
 	t := *w.layout.Table(i)
 	t.Store = part.name
