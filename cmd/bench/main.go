@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,8 @@ import (
 
 // bench holds a run's settings and the resources it must clean up.
 type bench struct {
+	partsMu   sync.Mutex
+	parts     map[string]string // intoPartitions' finds, by schema and file
 	url       string
 	psql      string
 	collector string

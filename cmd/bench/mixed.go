@@ -358,6 +358,9 @@ func (b *bench) runMixed(ctx context.Context, ds *dataset, qsFor func(string) ([
 // loadDataset copies ds into schemaName with two psql streams (no timing).
 func (b *bench) loadDataset(ctx context.Context, schemaName string, ds *dataset) error {
 	groups := streamFiles(ds, 2)
+	if err := b.intoPartitions(ctx, schemaName, groups); err != nil {
+		return err
+	}
 	errs := make(chan error, len(groups))
 	for _, g := range groups {
 		go func() { errs <- b.psqlCopy(ctx, schemaName, g) }()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -62,6 +63,9 @@ type rowcostVariant struct {
 	// partition copies the spans into the partition they fall in, as the
 	// writer's routing does (schema 8), instead of into spans_rows.
 	partition bool
+	// workMem sets work_mem on the loading connection: the capture
+	// trigger's transition table spills to disk past it.
+	workMem string
 	// split, when positive, stores the string values longer than split
 	// bytes of the top-level attribute maps (span_attributes,
 	// log_attributes) outside the jsonb, in a text[] of alternating keys and
@@ -80,6 +84,7 @@ func rowcostVariants() []rowcostVariant {
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
 		{key: "after", name: "after: the exporter's schema and rows (schema 6: context dictionary, no service indexes, AI spend capture trigger)", exporter: true},
 		{key: "after-partition", name: "after, spans copied into their partition (schema 8: multi-insert with the capture trigger)", exporter: true, partition: true},
+		{key: "after-partition-wm", name: "after, spans copied into their partition, work_mem = 256MB", exporter: true, partition: true, workMem: "256MB"},
 		{key: "after-nocapture", name: "after without the AI spend capture trigger (schema 4's write cost)", exporter: true, noCapture: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
 		{key: "before-tt", name: "before + toast_tuple_target = 8160", legacy: true, options: "toast_tuple_target = 8160"},
@@ -171,6 +176,7 @@ func variantColumns(cols []pgColumn, v rowcostVariant) []pgColumn {
 type rowcostInput struct {
 	table string   // target table
 	into  string   // the partition of table copied into, when set
+	setup string   // run on the connection before the COPY
 	cols  []string // in COPY order
 	data  []byte   // binary COPY
 	rows  int64
@@ -615,6 +621,11 @@ func (b *bench) rowcostLoad(ctx context.Context, schemaName string, inputs []row
 		for i, c := range in.cols {
 			cols[i] = pgx.Identifier{c}.Sanitize()
 		}
+		if in.setup != "" {
+			if _, err := conn.Exec(ctx, in.setup); err != nil {
+				return nil, err
+			}
+		}
 		into := in.table
 		if in.into != "" {
 			into = in.into
@@ -632,24 +643,28 @@ func (b *bench) rowcostLoad(ctx context.Context, schemaName string, inputs []row
 	return out, nil
 }
 
-// partitionOf names the partition of in.table that holds every row of in
-// (by its first column, the time).
-func (b *bench) partitionOf(ctx context.Context, schemaName string, in rowcostInput) (string, error) {
-	tuples := in.data[len(pgcopy.Header()) : len(in.data)-len(pgcopy.Trailer())]
-	lo, hi, ok := pgcopy.FirstInt64Range(tuples, len(in.cols))
+// partitionHolding names the partition of table that holds every row of
+// data (a binary COPY stream of rows of fields columns) by its first
+// column, the time; "" when none does.
+func (b *bench) partitionHolding(ctx context.Context, schemaName, table string, fields int, data []byte) (string, error) {
+	if len(data) < len(pgcopy.Header())+len(pgcopy.Trailer()) {
+		return "", nil
+	}
+	tuples := data[len(pgcopy.Header()) : len(data)-len(pgcopy.Trailer())]
+	lo, hi, ok := pgcopy.FirstInt64Range(tuples, fields)
 	if !ok {
-		return "", fmt.Errorf("%s: no time range in the rows", in.table)
+		return "", nil
 	}
 	var name string
 	err := b.pool.QueryRow(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 		CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\) TO \(''([^'']+)''\)') m
-		WHERE i.inhparent = $1::regclass AND m[1]::timestamptz <= $2 AND $3 < m[2]::timestamptz`,
-		schema.Qualified(schemaName, in.table), pgEpoch.Add(time.Duration(lo)*time.Microsecond),
+		WHERE i.inhparent = $1::regclass AND c.relkind = 'r' AND m[1]::timestamptz <= $2 AND $3 < m[2]::timestamptz`,
+		schema.Qualified(schemaName, table), pgEpoch.Add(time.Duration(lo)*time.Microsecond),
 		pgEpoch.Add(time.Duration(hi)*time.Microsecond)).Scan(&name)
-	if err != nil {
-		return "", fmt.Errorf("%s: no one partition holds its rows: %w", in.table, err)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
 	}
-	return name, nil
+	return name, err
 }
 
 // relationBytes is the on-disk size of a table of schemaName: every
@@ -700,9 +715,12 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 				}
 				t := benchLayout.Table(f.table)
 				in := rowcostInput{table: t.Store, cols: t.Columns, data: data}
+				if v.workMem != "" {
+					in.setup = "SET work_mem = " + pgx.Identifier{v.workMem}.Sanitize()
+				}
 				if v.partition && f.table == tables.IdxSpans {
-					if in.into, err = b.partitionOf(ctx, p.schema, in); err != nil {
-						return nil, fmt.Errorf("variant %s: %w", v.key, err)
+					if in.into, err = b.partitionHolding(ctx, p.schema, in.table, len(in.cols), in.data); err != nil || in.into == "" {
+						return nil, fmt.Errorf("variant %s: no one partition holds the spans: %v", v.key, err)
 					}
 				}
 				p.inputs = append(p.inputs, in)
