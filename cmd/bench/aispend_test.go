@@ -102,6 +102,39 @@ func writeUsers(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, eve
 	}
 }
 
+// writeUnreported writes users' model calls without the cost their spans
+// report, spans only: each is then priced from the catalog, so the catalog
+// rows' ranking decides many calls' cost, not a handful.
+func writeUnreported(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, events int, seed uint64, start time.Time) {
+	t.Helper()
+	gen, err := loadgenreceiver.NewWorkerGenerator(loadgenConfig(users, events, seed, 1), start, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b rows.Batch
+	b.SetLayout(benchLayout)
+	for {
+		td, ok := gen.NextTraces()
+		if !ok {
+			return
+		}
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					for _, k := range []string{"gen_ai.usage.cost", "gen_ai.usage.cost_usd", "llm.usage.cost", "cost_usd"} {
+						sp.Attributes().Remove(k)
+					}
+				}
+			}
+		}
+		b.Reset()
+		b.AddTraces(td)
+		if _, err := w.Write(ctx, &b); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+}
+
 // aiIdentity compares the rewritten AI queries with their raw forms on s.
 // schemaAt makes schema s as a collector of schema version v left it, with
 // the bench's promoted columns, partitions and AI spend dimensions dims.
@@ -223,6 +256,7 @@ func TestAISpendPartialsSame(t *testing.T) {
 		t.Fatal("no span was refused")
 	}
 	writeUsers(ctx, t, w, 2, 600, 2, time.Now().Add(-2*time.Minute), "")
+	writeUnreported(ctx, t, w, 3, 600, 6, time.Now().Add(-90*time.Minute))
 	if n := count("SELECT count(*) FROM S.ai_spend_partial"); n == 0 {
 		t.Fatal("the capture trigger kept no partials")
 	}
@@ -264,16 +298,16 @@ func TestAISpendPartialsSame(t *testing.T) {
 	// Ranking among the rows that match one provider and model: the
 	// provider with the most calls priced from the catalog gets its own
 	// catch-all, which wins over the unnamed ones (as long, and older); its
-	// busiest model an exact price from its last call on, which wins over
-	// the catch-all; a row of another provider never applies.
+	// busiest model an exact price from halfway through its calls, which
+	// wins over the catch-all; a row of another provider never applies.
 	const unreported = "S.gen_ai_spans WHERE reported_cost IS NULL AND input_tokens IS NOT NULL AND provider IS NOT NULL"
 	exec(`INSERT INTO S.model_prices (provider, model, match, input_per_mtok, output_per_mtok)
 	      SELECT provider, '%', 'pattern', 3, 9 FROM ` + unreported + ` GROUP BY provider ORDER BY count(*) DESC LIMIT 1`)
 	exec(`INSERT INTO S.model_prices (model, input_per_mtok, output_per_mtok, valid_from)
-	      SELECT model, 0.5, 1.5, max(start_time) FROM ` + unreported + ` AND model IS NOT NULL AND provider = (
+	      SELECT model, 0.5, 1.5, min(start_time) + (max(start_time) - min(start_time)) / 2 FROM ` + unreported + ` AND model IS NOT NULL AND provider = (
 	          SELECT provider FROM ` + unreported + ` GROUP BY provider ORDER BY count(*) DESC LIMIT 1)
 	      GROUP BY model ORDER BY count(*) DESC LIMIT 1`)
-	if n := count("SELECT count(*) FROM S.gen_ai_calls WHERE price_id IN (SELECT id FROM S.model_prices WHERE provider IS NOT NULL OR valid_from > '-infinity' AND match = 'exact')"); n < 2 {
+	if n := count("SELECT count(*) FROM S.gen_ai_calls WHERE price_id IN (SELECT id FROM S.model_prices WHERE provider IS NOT NULL OR valid_from > '-infinity' AND match = 'exact')"); n < 50 {
 		t.Fatalf("%d calls priced by the provider's catch-all or the exact row: too few to check the ranking", n)
 	}
 	exec(`INSERT INTO S.model_prices (provider, model, input_per_mtok, output_per_mtok)
