@@ -199,6 +199,7 @@ func run() int {
 	fs.DurationVar(&b.sus.interval, "sustained-interval", time.Minute, "sustained part: how often every figure and every query is sampled")
 	fs.Float64Var(&b.sus.rate, "sustained-rate", 0, "sustained part: loadgen items per second (0: as fast as the exporter's backpressure lets it)")
 	fs.BoolVar(&b.sus.noCapture, "sustained-no-ai-capture", false, "sustained part: drop the AI spend capture trigger (schema 5 on) of spans_rows before the collector starts, to measure what it costs ingest (the AI spend queries then read the raw calls)")
+	fs.BoolVar(&b.sus.prices, "sustained-prices", true, "sustained part: give the exporter a price file (pricing: {file: ...}) of the loadgen's models at its list prices, so the token cost query is measured priced; false leaves the price catalog empty")
 	fs.BoolVar(&b.sus.keep, "sustained-keep", false, "sustained part: keep its database (and its own server, running) afterwards, to study the grown tables; both are logged")
 	var susServer string
 	fs.StringVar(&susServer, "sustained-server", "own", "sustained part: own (a server the bench starts with initdb, settings of a production server for the load, in the report) or db (the -db server as it is)")

@@ -42,6 +42,28 @@ var modelCatalog = []model{
 // The embeddings model the retrieval service calls.
 var embedModel = model{"openai", "text-embedding-3-small", "text-embedding-3-small", "api.openai.com", "/v1/embeddings", 0.02, 0, 0.05, 0}
 
+// ModelPrice is a model the generator calls, under the names its spans
+// carry, and the list prices its gen_ai.usage.cost is computed from.
+type ModelPrice struct {
+	Provider string  // gen_ai.provider.name
+	Request  string  // gen_ai.request.model
+	Response string  // gen_ai.response.model; a failed call carries only Request
+	Input    float64 // USD per million input tokens
+	Output   float64 // USD per million output tokens
+}
+
+// Models returns every model whose calls the generator gives tokens: the
+// chat models and the embeddings model (its moderation call has none to
+// price). A price catalog for the generator's calls is derived from it, so
+// that the two cannot drift.
+func Models() []ModelPrice {
+	out := make([]ModelPrice, 0, len(modelCatalog)+1)
+	for _, m := range append(modelCatalog[:len(modelCatalog):len(modelCatalog)], embedModel) {
+		out = append(out, ModelPrice{Provider: m.provider, Request: m.request, Response: m.response, Input: m.inPrice, Output: m.outPrice})
+	}
+	return out
+}
+
 type team struct {
 	name       string
 	costCenter string
