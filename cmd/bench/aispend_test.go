@@ -75,26 +75,35 @@ var aiDims = []pricing.Dimension{
 	{Name: "service", From: []pricing.Source{{Scope: "resource", Key: "service.name"}}},
 }
 
-// writeUsers writes users' rows (seed) starting at start through w, with
-// ledger ids prefixed by stream when stream is set.
-func writeUsers(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, events int, seed uint64, start time.Time, stream string) {
+// usersGenerator generates users' rows (seed) from start, into a batch of
+// the bench's layout.
+func usersGenerator(t *testing.T, users, events int, seed uint64, start time.Time) (*loadgenreceiver.Generator, *rows.Batch) {
 	t.Helper()
 	gen, err := loadgenreceiver.NewWorkerGenerator(loadgenConfig(users, events, seed, 1), start, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b rows.Batch
+	b := &rows.Batch{}
 	b.SetLayout(benchLayout)
+	return gen, b
+}
+
+// writeUsers writes users' rows (seed) starting at start through w, with
+// ledger ids prefixed by stream when stream is set.
+func writeUsers(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, events int, seed uint64, start time.Time, stream string) {
+	t.Helper()
+	gen, b := usersGenerator(t, users, events, seed, start)
+	var err error
 	for n, more := 0, true; more; n++ {
 		b.Reset()
-		more = addNext(gen, &b)
+		more = addNext(gen, b)
 		if b.TotalRows() == 0 {
 			continue
 		}
 		if stream == "" {
-			_, err = w.Write(ctx, &b)
+			_, err = w.Write(ctx, b)
 		} else {
-			_, err = w.WriteLedgered(ctx, &b, &pgwrite.Ledger{Stream: stream, IDs: []string{stream + "-" + time.Duration(n).String()}})
+			_, err = w.WriteLedgered(ctx, b, &pgwrite.Ledger{Stream: stream, IDs: []string{stream + "-" + time.Duration(n).String()}})
 		}
 		if err != nil {
 			t.Fatalf("write: %v", err)
@@ -107,12 +116,7 @@ func writeUsers(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, eve
 // rows' ranking decides many calls' cost, not a handful.
 func writeUnreported(ctx context.Context, t *testing.T, w *pgwrite.Writer, users, events int, seed uint64, start time.Time) {
 	t.Helper()
-	gen, err := loadgenreceiver.NewWorkerGenerator(loadgenConfig(users, events, seed, 1), start, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b rows.Batch
-	b.SetLayout(benchLayout)
+	gen, b := usersGenerator(t, users, events, seed, start)
 	for {
 		td, ok := gen.NextTraces()
 		if !ok {
@@ -129,7 +133,7 @@ func writeUnreported(ctx context.Context, t *testing.T, w *pgwrite.Writer, users
 		}
 		b.Reset()
 		b.AddTraces(td)
-		if _, err := w.Write(ctx, &b); err != nil {
+		if _, err := w.Write(ctx, b); err != nil {
 			t.Fatalf("write: %v", err)
 		}
 	}

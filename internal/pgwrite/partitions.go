@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
@@ -30,7 +31,8 @@ import (
 // triggers (name, function, enabled), no row security, and that the role
 // may insert into: anything else goes through the parent, as before.
 //
-// The partitions are listed from the catalog at most every partitionsTTL,
+// The partitions are listed from the catalog at most every partitionsTTL
+// (before the write's transaction, on a connection of the pool),
 // without reading their bounds: pg_get_expr locks the relation it deparses,
 // and a partition locked by someone else (a VACUUM FULL of an old one) must
 // not hold up writers that never touch it. In the write's transaction the
@@ -121,31 +123,35 @@ func (p *partitions) stale() {
 	p.mu.Unlock()
 }
 
-// of returns the routable partitions of store, sorted, reading the catalog
-// through tx first when what it read is older than partitionsTTL. One
-// writer reads at a time; the others use what was read before.
-func (p *partitions) of(ctx context.Context, tx pgx.Tx, store string) ([]partition, error) {
+// refresh lists the partitions again when what was listed is older than
+// partitionsTTL: through pool, before the write's transaction, so that
+// listing them can never fail a write. After an error (a server whose
+// catalog lacks a column the list reads) the previous list is kept, none
+// at first, until the next refresh.
+func (p *partitions) refresh(ctx context.Context, pool *pgxpool.Pool) {
 	p.mu.Lock()
 	read := !p.reading && time.Since(p.read) > partitionsTTL
 	if read {
 		p.reading = true
 	}
 	p.mu.Unlock()
-	if read {
-		byTable, err := p.load(ctx, tx)
-		p.mu.Lock()
-		p.reading = false
-		if err == nil {
-			p.byTable, p.read = byTable, time.Now()
-		}
-		p.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
+	if !read {
+		return
 	}
+	byTable, err := p.load(ctx, pool)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.byTable[store], nil
+	p.reading, p.read = false, time.Now()
+	if err == nil {
+		p.byTable = byTable
+	}
+}
+
+// of returns the routable partitions of store listed last, sorted.
+func (p *partitions) of(store string) []partition {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byTable[store]
 }
 
 // findPartition returns the partition of parts (sorted) whose lower bound
@@ -160,8 +166,8 @@ func findPartition(parts []partition, lo int64) (partition, bool) {
 
 // load lists the routable partitions, per stored table, sorted by lower
 // bound; those not named as maintenance names them are left out.
-func (p *partitions) load(ctx context.Context, tx pgx.Tx) (map[string][]partition, error) {
-	rows, err := tx.Query(ctx, listSQL, p.schema, p.parents, p.keys)
+func (p *partitions) load(ctx context.Context, pool *pgxpool.Pool) (map[string][]partition, error) {
+	rows, err := pool.Query(ctx, listSQL, p.schema, p.parents, p.keys)
 	if err != nil {
 		return nil, fmt.Errorf("list the partitions of schema %q: %w", p.schema, err)
 	}

@@ -156,6 +156,7 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 	keys func(i int) (lo, hi int64, ok bool)) ([]TableResult, error) {
 	var out []TableResult
 	var ids [][16]byte
+	w.partitions.refresh(ctx, w.pool)
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		out = out[:0]
 		if l != nil {
@@ -213,9 +214,9 @@ func (w *Writer) route(ctx context.Context, tx pgx.Tx, i int, keys func(i int) (
 		return w.copySQL[i], "", nil
 	}
 	store := w.layout.Table(i).Store
-	parts, err := w.partitions.of(ctx, tx, store)
-	if err != nil || len(parts) == 0 {
-		return w.copySQL[i], "", err
+	parts := w.partitions.of(store)
+	if len(parts) == 0 {
+		return w.copySQL[i], "", nil
 	}
 	lo, hi, ok := keys(i) // only now: it reads every row
 	if !ok {
