@@ -25,9 +25,10 @@ type redisCluster struct {
 	nodes []*redisServer
 }
 
-// startRedisCluster starts primaries × (1 + replicas) nodes on ports from
-// base (each node's bus port is its port + 10000, so the ports are fixed,
-// from the range this project's tests may use) and creates the cluster.
+// startRedisCluster starts primaries × (1 + replicas) nodes on consecutive
+// ports from base, or from the first run of free ones past it (each node's
+// bus port is its port + 10000, which a free port picked by the kernel
+// would not guarantee), and creates the cluster.
 func startRedisCluster(t *testing.T, base, primaries, replicas int) *redisCluster {
 	t.Helper()
 	if _, err := exec.LookPath("redis-cli"); err != nil {
@@ -35,14 +36,9 @@ func startRedisCluster(t *testing.T, base, primaries, replicas int) *redisCluste
 	}
 	cl := &redisCluster{}
 	var addrs []string
+	base = freeClusterPorts(t, base, primaries*(1+replicas))
 	for i := range primaries * (1 + replicas) {
 		port := base + i
-		for _, p := range []int{port, port + 10000} {
-			if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(p), 100*time.Millisecond); err == nil {
-				c.Close()
-				t.Fatalf("port %d is taken: this test's cluster needs ports %d.. and their bus ports", p, base)
-			}
-		}
 		s := &redisServer{port: port, dir: t.TempDir(), extra: []string{
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
 			// A replica whose link broke a while ago may still take over.
@@ -73,6 +69,28 @@ func startRedisCluster(t *testing.T, base, primaries, replicas int) *redisCluste
 		}, 30*time.Second, 100*time.Millisecond, "the cluster's replicas do not sync")
 	}
 	return cl
+}
+
+// freeClusterPorts returns the first base, from base on in steps of n,
+// whose n ports and their bus ports (+10000) nothing listens on.
+func freeClusterPorts(t *testing.T, base, n int) int {
+	t.Helper()
+	for ; base+n+10000 <= 65535; base += n {
+		free := true
+		for p := base; p < base+n && free; p++ {
+			for _, q := range []int{p, p + 10000} {
+				if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(q), 100*time.Millisecond); err == nil {
+					c.Close()
+					free = false
+				}
+			}
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatalf("no %d free ports with free bus ports from %d on", n, base)
+	return 0
 }
 
 // waitOK waits until every live node says the cluster is ok.
