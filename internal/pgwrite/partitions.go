@@ -116,7 +116,7 @@ func newPartitions(schemaName string, layout *tables.Layout) *partitions {
 	return p
 }
 
-// stale makes the next lookup read the catalog again.
+// stale makes the next write list the partitions again.
 func (p *partitions) stale() {
 	p.mu.Lock()
 	p.read = time.Time{}
