@@ -455,15 +455,23 @@ func (c *client) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer)
 	if ce := c.logger.Check(zap.DebugLevel, "batch written"); ce != nil {
 		// The client is shared by every signal: the line names its tables.
 		names := make([]string, 0, len(res))
+		var parts []string // where routing copied a table's rows straight into a partition
 		for _, r := range res {
 			if r.Rows+r.Rejected > 0 {
 				names = append(names, r.Table)
 			}
+			if r.Partition != "" {
+				parts = append(parts, r.Partition)
+			}
 		}
 		// rows counts the context dictionary's rows the batch carries too;
 		// signal_rows only the spans, data points and log records.
-		ce.Write(zap.Int("rows", set.TotalRows()), zap.Int("signal_rows", set.TotalRows()-set.Rows(tables.IdxContexts)),
-			zap.Strings("tables", names), zap.Duration("duration", time.Since(begin)))
+		fields := []zap.Field{zap.Int("rows", set.TotalRows()), zap.Int("signal_rows", set.TotalRows()-set.Rows(tables.IdxContexts)),
+			zap.Strings("tables", names), zap.Duration("duration", time.Since(begin))}
+		if len(parts) > 0 {
+			fields = append(fields, zap.Strings("partitions", parts))
+		}
+		ce.Write(fields...)
 	}
 	return nil
 }

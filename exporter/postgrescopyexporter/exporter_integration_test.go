@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configopaque"
@@ -110,4 +111,34 @@ func TestExporterWritesAllSignalsSharingOnePool(t *testing.T) {
 	require.Equal(t, map[string]int{"spans": 4, "metrics_gauge": 1, "logs": 1}, written)
 
 	require.Zero(t, clients.Len(), "the shared client is released after the last shutdown")
+}
+
+// Spans of now are copied straight into today's partition of spans_rows
+// (pgwrite's routing, schema 8), and the commit's debug line names it;
+// spans of another time go through spans_rows and name none.
+func TestSpansCopiedIntoTheirPartition(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	ctx := context.Background()
+	set, logs := observedSettings()
+	te, err := NewFactory().CreateTraces(ctx, set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
+	require.NoError(t, te.ConsumeTraces(ctx, uniqueTraces(1, 5)))
+	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(3, "old")))
+	require.NoError(t, te.Shutdown(ctx))
+
+	pool := pgtest.Pool(t)
+	require.EqualValues(t, 8, pgtest.Count(t, pool, schemaName, "spans"))
+	var today string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT DISTINCT c.relname FROM "+pgx.Identifier{schemaName, "spans_rows"}.Sanitize()+
+		" r JOIN pg_class c ON c.oid = r.tableoid WHERE r.service_name = 'redis-test'").Scan(&today))
+	require.Regexp(t, `^spans_p\d{8}_0000$`, today, "the spans of now are in a day's partition")
+	require.EqualValues(t, 5, pgtest.Count(t, pool, schemaName, today))
+	var parts []any
+	for _, e := range logs.FilterMessage("batch written").All() {
+		if p, ok := e.ContextMap()["partitions"].([]any); ok {
+			parts = append(parts, p...)
+		}
+	}
+	require.Equal(t, []any{today}, parts, "the batch of now names its partition, the other none")
 }
