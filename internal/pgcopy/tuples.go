@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"time"
 )
 
 var trailer = []byte{0xff, 0xff}
@@ -184,6 +185,10 @@ func (e *Encoder) Truncate(n int) {
 	e.offs = e.offs[:n]
 	e.rows = n
 }
+
+// TimestamptzMicros is t as binary timestamptz holds it: microseconds since
+// 2000-01-01 UTC, the unit FirstInt64Range returns for a time column.
+func TimestamptzMicros(t time.Time) int64 { return t.UnixMicro() - pgEpochMicros }
 
 // FirstInt64Range returns the least and the greatest first value of tuples'
 // rows (rows of fields fields), each read as a big-endian int64: a

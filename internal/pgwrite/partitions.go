@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
@@ -46,10 +47,6 @@ import (
 // catalog is read again: maintenance makes a partition ahead of time, so a
 // new one is routed to within this of its start.
 const partitionsTTL = 30 * time.Second
-
-// pgEpochUnixMicro is 2000-01-01 in Unix microseconds: binary timestamptz
-// counts from it.
-const pgEpochUnixMicro = 946684800000000
 
 // routableSQL is what makes a partition routable, over want (the stored
 // tables and their first column) in schema $1.
@@ -201,7 +198,7 @@ func partitionStart(store, name string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return t.UnixMicro() - pgEpochUnixMicro, true
+	return pgcopy.TimestamptzMicros(t), true
 }
 
 // claim locks store and its partition part in tx as a COPY into part
@@ -229,6 +226,6 @@ func (p *partitions) claim(ctx context.Context, tx pgx.Tx, store string, part pa
 	if err != nil {
 		return false, fmt.Errorf("read partition %s: %w", part.name, err)
 	}
-	holds := from.UnixMicro()-pgEpochUnixMicro <= lo && hi < to.UnixMicro()-pgEpochUnixMicro
+	holds := pgcopy.TimestamptzMicros(from) <= lo && hi < pgcopy.TimestamptzMicros(to)
 	return holds, br.Close()
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/postgrescopy/postgrescopy/internal/entry"
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
@@ -21,7 +22,7 @@ import (
 func TestPartitionStart(t *testing.T) {
 	lo, ok := partitionStart("spans_rows", "spans_p20261202_0600")
 	require.True(t, ok)
-	require.Equal(t, time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC).UnixMicro()-pgEpochUnixMicro, lo)
+	require.Equal(t, pgcopy.TimestamptzMicros(time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)), lo)
 	for _, name := range []string{"spans_default", "logs_p20261202_0600", "spans_p20261202", "spans_p20261302_0600", "spans_p20261202_0600x"} {
 		_, ok := partitionStart("spans_rows", name)
 		require.False(t, ok, name)

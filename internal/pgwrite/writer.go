@@ -210,9 +210,6 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 // partition they all fall in when routing finds and claims one (its name
 // returned too), else into the table.
 func (w *Writer) route(ctx context.Context, tx pgx.Tx, i int, keys func(i int) (lo, hi int64, ok bool)) (string, string, error) {
-	if i == tables.IdxContexts {
-		return w.copySQL[i], "", nil
-	}
 	store := w.layout.Table(i).Store
 	parts := w.partitions.of(store)
 	if len(parts) == 0 {
