@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postgrescopy/postgrescopy/internal/jsonb"
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
@@ -63,6 +65,11 @@ type rowcostVariant struct {
 	// partition copies the spans into the partition they fall in, as the
 	// writer's routing does (schema 8), instead of into spans_rows.
 	partition bool
+	// long keeps the attribute maps' long strings apart, as the exporter
+	// encodes them since schema 9 (tables.LongSuffix); every other variant
+	// has them merged back into the jsonb, as schema 8 and earlier stored
+	// them.
+	long bool
 	// workMem sets work_mem on the loading connection: the capture
 	// trigger's transition table spills to disk past it.
 	workMem string
@@ -84,6 +91,7 @@ func rowcostVariants() []rowcostVariant {
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
 		{key: "after", name: "after: the exporter's schema and rows (schema 6: context dictionary, no service indexes, AI spend capture trigger)", exporter: true},
 		{key: "after-partition", name: "after, spans copied into their partition (schema 8: multi-insert with the capture trigger)", exporter: true, partition: true},
+		{key: "after-long", name: "after, spans copied into their partition, long attribute strings apart (schema 9: the exporter as it is)", exporter: true, partition: true, long: true},
 		{key: "after-partition-wm", name: "after, spans copied into their partition, work_mem = 256MB", exporter: true, partition: true, workMem: "256MB"},
 		{key: "after-nocapture", name: "after without the AI spend capture trigger (schema 4's write cost)", exporter: true, noCapture: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
@@ -150,8 +158,8 @@ var alignRank = map[string]int{"d": 0, "i": 1, "s": 2, "c": 3}
 func variantColumns(cols []pgColumn, v rowcostVariant) []pgColumn {
 	var out []pgColumn
 	for _, c := range cols {
-		if v.legacy && c.name == tables.ContextID {
-			continue
+		if v.legacy && c.name == tables.ContextID || strings.HasSuffix(c.name, tables.LongSuffix) {
+			continue // rewriteRows merges the long strings back
 		}
 		if v.legacy && slices.Contains(notNullContext, c.name) {
 			c.notNull = true
@@ -406,6 +414,7 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, v
 		pos[c] = i
 	}
 	idPos := pos[tables.ContextID]
+	longs := longColumns(lt)
 	out := rowcostInput{table: lt.Store, cols: names}
 	buf := slices.Clone(copyHeader)
 	for h := range halves {
@@ -425,6 +434,10 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, v
 			if err != nil {
 				r.Close()
 				return out, err
+			}
+			if err := mergeLongFields(fields, longs); err != nil {
+				r.Close()
+				return out, fmt.Errorf("%s: %w", lt.Name, err)
 			}
 			var ctx [][]byte
 			if ctxs != nil {
@@ -481,7 +494,118 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, v
 // out of; each gets a text[] column named with longSuffix.
 var splitColumns = []string{"span_attributes", "log_attributes"}
 
-const longSuffix = "_long"
+const longSuffix = tables.LongSuffix
+
+// longColumns pairs each attribute map's jsonb column of t with its long
+// strings' column: positions {jsonb, text[]}.
+func longColumns(t *tables.Table) [][2]int {
+	var out [][2]int
+	for j, c := range t.Columns {
+		if k := slices.Index(t.Columns, c+tables.LongSuffix); k >= 0 && t.Kinds[j] == tables.KindJSONB {
+			out = append(out, [2]int{j, k})
+		}
+	}
+	return out
+}
+
+// mergeLongFields puts a row's long strings back into their attribute
+// map's jsonb, the keys in jsonb's order as the encoder writes them, and
+// leaves their column NULL: the row as schema 8 stored it.
+func mergeLongFields(fields [][]byte, longs [][2]int) error {
+	for _, l := range longs {
+		doc, long := fields[l[0]], fields[l[1]]
+		if long == nil {
+			continue
+		}
+		pairs, err := textArrayValues(long)
+		if err != nil {
+			return err
+		}
+		if len(doc) < 2 || doc[0] != 1 || len(pairs)%2 != 0 {
+			return errors.New("long strings without their jsonb")
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(doc[1:], &m); err != nil {
+			return err
+		}
+		for i := 0; i < len(pairs); i += 2 {
+			m[pairs[i]] = json.RawMessage(jsonb.AppendString(nil, pairs[i+1]))
+		}
+		keys := slices.SortedFunc(maps.Keys(m), func(a, b string) int {
+			if len(a) != len(b) {
+				return len(a) - len(b)
+			}
+			return strings.Compare(a, b)
+		})
+		out := []byte{1, '{'}
+		for i, k := range keys {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(jsonb.AppendString(out, k), ':')
+			out = append(out, m[k]...)
+		}
+		fields[l[0]], fields[l[1]] = append(out, '}'), nil
+	}
+	return nil
+}
+
+// textArrayValues decodes a one-dimensional binary text[] without NULLs.
+func textArrayValues(f []byte) ([]string, error) {
+	if len(f) < 12 {
+		return nil, errors.New("short text[]")
+	}
+	if binary.BigEndian.Uint32(f) == 0 {
+		return nil, nil
+	}
+	if len(f) < 20 {
+		return nil, errors.New("short text[]")
+	}
+	n := int(binary.BigEndian.Uint32(f[12:]))
+	f = f[20:]
+	out := make([]string, 0, n)
+	for range n {
+		if len(f) < 4 {
+			return nil, errors.New("short text[]")
+		}
+		l := int(binary.BigEndian.Uint32(f))
+		if l > len(f)-4 {
+			return nil, errors.New("text[] element past its end")
+		}
+		out = append(out, string(f[4:4+l]))
+		f = f[4+l:]
+	}
+	return out, nil
+}
+
+// mergeLongData is mergeLongFields over every row of a binary COPY file of
+// table t.
+func mergeLongData(data []byte, t *tables.Table) ([]byte, error) {
+	longs := longColumns(t)
+	if len(longs) == 0 {
+		return data, nil
+	}
+	body := data[len(copyHeader) : len(data)-len(copyTrailer)]
+	out := slices.Clone(copyHeader)
+	var rowErr error
+	err := pgcopy.EachRow(body, len(t.Columns), func(fields [][]byte) {
+		if rowErr != nil {
+			return
+		}
+		fields = slices.Clone(fields)
+		if rowErr = mergeLongFields(fields, longs); rowErr != nil {
+			return
+		}
+		out = binary.BigEndian.AppendUint16(out, uint16(len(fields)))
+		for _, f := range fields {
+			out = appendField(out, f)
+		}
+	})
+	if err = errors.Join(err, rowErr); err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	return append(out, copyTrailer...), nil
+}
 
 // splitLong takes the top-level string values longer than limit bytes out of
 // a binary COPY jsonb field (version byte 1, then JSON text): it returns the
@@ -714,6 +838,11 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 					return nil, err
 				}
 				t := benchLayout.Table(f.table)
+				if !v.long {
+					if data, err = mergeLongData(data, t); err != nil {
+						return nil, fmt.Errorf("variant %s: %w", v.key, err)
+					}
+				}
 				in := rowcostInput{table: t.Store, cols: t.Columns, data: data}
 				if v.workMem != "" {
 					in.setup = "SET work_mem = " + pgx.Identifier{v.workMem}.Sanitize()

@@ -11,7 +11,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/postgrescopy/postgrescopy/internal/jsonb"
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -180,4 +185,37 @@ func copyIntoTemp(ctx context.Context, t *testing.T, def string, buf []byte) *pg
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// TestMergeLongIsTheEarlierEncoding: the rowcost variants of schema 8 and
+// earlier get the exporter's rows with their long strings merged back into
+// the jsonb, byte for byte what the encoder wrote before schema 9 (keys in
+// jsonb's order), so that they measure the storage they name.
+func TestMergeLongIsTheEarlierEncoding(t *testing.T) {
+	td := ptrace.NewTraces()
+	s := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	a := s.Attributes()
+	a.PutStr("gen_ai.input.messages", strings.Repeat(`[{"role":"user","content":"é \"q\" \\ `, 30))
+	a.PutStr("zz", "short")
+	a.PutInt("n", 3)
+	a.PutStr("a.long\x00key", strings.Repeat("x\xff", 200))
+	a.PutEmptySlice("list").AppendEmpty().SetStr(strings.Repeat("v", 400))
+	var b rows.Batch
+	b.AddTraces(td)
+	lt := benchLayout.Table(tables.IdxSpans)
+	fields, ok := pgcopy.SplitRow(nil, b.Tuples(tables.IdxSpans, 0, 1))
+	if !ok {
+		t.Fatal("row does not split")
+	}
+	longs := longColumns(lt)
+	if len(longs) != 1 || fields[longs[0][1]] == nil {
+		t.Fatalf("want the span's long strings apart: %v", longs)
+	}
+	if err := mergeLongFields(fields, longs); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte{1}, jsonb.AppendMap(nil, a)...)
+	if !bytes.Equal(fields[longs[0][0]], want) || fields[longs[0][1]] != nil {
+		t.Fatalf("merged\n%q\nwant\n%q", fields[longs[0][0]], want)
+	}
 }

@@ -84,7 +84,7 @@ func (e Encoder) appendBytes(dst []byte, b []byte) []byte {
 }
 
 func (e Encoder) appendMap(dst []byte, m pcommon.Map, depth int) []byte {
-	return e.appendObject(dst, m, nil, depth)
+	return e.appendObject(dst, m, nil, 0, depth)
 }
 
 // entry is one key and value of a map, for writing its keys in jsonb order.
@@ -112,17 +112,18 @@ func jsonbCompare(a, b string) int {
 	return strings.Compare(a, b)
 }
 
-// appendObject appends m as a JSON object, leaving out the top-level entries
-// whose key is in skip, with its keys in jsonb order unless e.Unordered. A
+// appendObject appends m as a JSON object, leaving out the entries whose key
+// is in skip and, when long is positive, the string values longer than long
+// bytes (IsLong), with its keys in jsonb order unless e.Unordered. A
 // repeated key's entries keep their order (the sort is stable), so the last
 // one still wins in jsonb.
-func (e Encoder) appendObject(dst []byte, m pcommon.Map, skip []string, depth int) []byte {
+func (e Encoder) appendObject(dst []byte, m pcommon.Map, skip []string, long, depth int) []byte {
 	n := m.Len()
 	if e.Unordered || n < 2 || n > orderedEntries {
 		dst = append(dst, '{')
 		first := true
 		for k, v := range m.All() {
-			if slices.Contains(skip, k) {
+			if slices.Contains(skip, k) || IsLong(v, long) {
 				continue
 			}
 			if !first {
@@ -136,20 +137,20 @@ func (e Encoder) appendObject(dst []byte, m pcommon.Map, skip []string, depth in
 	if n <= 8 {
 		var es [8]entry
 		var order [8]uint8
-		return e.appendOrdered(dst, m, skip, depth, es[:], order[:])
+		return e.appendOrdered(dst, m, skip, long, depth, es[:], order[:])
 	}
 	var es [orderedEntries]entry
 	var order [orderedEntries]uint8
-	return e.appendOrdered(dst, m, skip, depth, es[:], order[:])
+	return e.appendOrdered(dst, m, skip, long, depth, es[:], order[:])
 }
 
 // appendOrdered is appendObject's jsonb-ordered path, with room for m's
 // entries in es and order (stack arrays sized by the caller: zeroing a
 // large one for a small map cost more than sorting it).
-func (e Encoder) appendOrdered(dst []byte, m pcommon.Map, skip []string, depth int, es []entry, order []uint8) []byte {
+func (e Encoder) appendOrdered(dst []byte, m pcommon.Map, skip []string, long, depth int, es []entry, order []uint8) []byte {
 	i := 0
 	for k, v := range m.All() {
-		if slices.Contains(skip, k) {
+		if slices.Contains(skip, k) || IsLong(v, long) {
 			continue
 		}
 		es[i] = entry{k, v}
@@ -333,5 +334,19 @@ func needs8(x uint64) uint64 {
 // whose key is in skip (every entry of a repeated key), for a promoted
 // attribute that its column holds instead.
 func (e Encoder) AppendMapSkip(dst []byte, m pcommon.Map, skip []string) []byte {
-	return e.appendObject(dst, m, skip, 0)
+	return e.appendObject(dst, m, skip, 0, 0)
+}
+
+// AppendMapSplit is AppendMapSkip that also leaves out the top-level string
+// values longer than long bytes (long > 0), which the caller stores apart:
+// PostgreSQL lexes a jsonb string a character at a time, a text value it
+// only validates.
+func (e Encoder) AppendMapSplit(dst []byte, m pcommon.Map, skip []string, long int) []byte {
+	return e.appendObject(dst, m, skip, long, 0)
+}
+
+// IsLong reports whether v is a string value longer than long bytes, long
+// positive: one that AppendMapSplit leaves out.
+func IsLong(v pcommon.Value, long int) bool {
+	return long > 0 && v.Type() == pcommon.ValueTypeStr && len(v.Str()) > long
 }

@@ -15,6 +15,7 @@ var header = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 const (
 	OIDInt8   = 20
 	OIDFloat8 = 701
+	OIDText   = 25
 )
 
 // pgEpochMicros is 2000-01-01T00:00:00Z in Unix microseconds: binary
@@ -316,6 +317,23 @@ func (e *Encoder) Int64Array(n int, at func(int) int64) {
 		e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(at(i)))
 	}
 	e.End(pos)
+}
+
+// BeginTextArray opens a one-dimensional text[] of n elements without
+// NULLs; write each with ArrayText, then close it with End.
+func (e *Encoder) BeginTextArray(n int) int { return e.arrayHeader(n, OIDText) }
+
+// ArrayText writes one element of an open text[], made valid and bounded
+// as Text makes a text value.
+func (e *Encoder) ArrayText(s string) {
+	pos := len(e.buf)
+	e.buf = append(e.buf, 0, 0, 0, 0)
+	if e.maxValue > 0 && len(s)*3 > e.maxValue {
+		e.buf = AppendCleanLimit(e.buf, s, e.maxValue)
+	} else {
+		e.buf = AppendClean(e.buf, s)
+	}
+	binary.BigEndian.PutUint32(e.buf[pos:], uint32(len(e.buf)-pos-4))
 }
 
 func (e *Encoder) arrayHeader(n int, oid uint32) int {

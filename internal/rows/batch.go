@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
@@ -308,10 +309,36 @@ func (c *context) jsonMap(e *pgcopy.Encoder, m pcommon.Map) {
 	e.End(pos)
 }
 
-// jsonMapSkip is jsonMap without the top-level keys in skip.
-func (c *context) jsonMapSkip(e *pgcopy.Encoder, m pcommon.Map, skip []string) {
+// attributes writes a row's attribute map without the top-level keys in
+// skip: its jsonb column, then its long strings' text[] column
+// (tables.LongSuffix). A row written again to be cut to the row limit
+// (Unordered) keeps every value in the jsonb, where shrinkRow cuts
+// documents.
+func (c *context) attributes(e *pgcopy.Encoder, m pcommon.Map, skip []string) {
+	long := tables.LongString
+	if c.json.Unordered {
+		long = 0
+	}
 	pos := e.BeginJSONB()
-	e.AppendBuf(func(b []byte) []byte { return c.json.AppendMapSkip(b, m, skip) })
+	e.AppendBuf(func(b []byte) []byte { return c.json.AppendMapSplit(b, m, skip, long) })
+	e.End(pos)
+	n := 0
+	for k, v := range m.All() {
+		if jsonb.IsLong(v, long) && !slices.Contains(skip, k) {
+			n++
+		}
+	}
+	if n == 0 {
+		e.Null()
+		return
+	}
+	pos = e.BeginTextArray(2 * n)
+	for k, v := range m.All() {
+		if jsonb.IsLong(v, long) && !slices.Contains(skip, k) {
+			e.ArrayText(k)
+			e.ArrayText(v.Str())
+		}
+	}
 	e.End(pos)
 }
 

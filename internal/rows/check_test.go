@@ -69,6 +69,12 @@ func checkRow(t tables.Table, tuple []byte, lim rows.Limits) error {
 			if err := checkArray(f); err != nil {
 				return fmt.Errorf("%s: %w", col, err)
 			}
+		case tables.KindTextArray:
+			if err := checkTextArray(f, lim); err != nil {
+				return fmt.Errorf("%s: %w", col, err)
+			}
+			// Only a row within the limit keeps long strings apart.
+			allSmall = false
 		default:
 			want := map[tables.Kind]int{tables.KindTimestamptz: 8, tables.KindInt16: 2, tables.KindInt32: 4,
 				tables.KindInt64: 8, tables.KindFloat64: 8, tables.KindBool: 1, tables.KindUUID: 16}[k]
@@ -137,6 +143,39 @@ func checkJSON(doc []byte, lim rows.Limits) error {
 			}
 		}
 	}
+}
+
+// checkTextArray is what text[] input refuses, and the long strings'
+// column's own shape: pairs of a key and a value longer than
+// tables.LongString bytes as given (cleaning and the value limit may
+// shorten it since).
+func checkTextArray(f []byte, lim rows.Limits) error {
+	if len(f) < 20 || binary.BigEndian.Uint32(f) != 1 || binary.BigEndian.Uint32(f[4:]) != 0 ||
+		binary.BigEndian.Uint32(f[8:]) != pgcopy.OIDText || binary.BigEndian.Uint32(f[16:]) != 1 {
+		return fmt.Errorf("bad text[] header")
+	}
+	n := int(binary.BigEndian.Uint32(f[12:]))
+	if n == 0 || n%2 != 0 {
+		return fmt.Errorf("text[] of %d elements: want key and value pairs", n)
+	}
+	f = f[20:]
+	for range n {
+		if len(f) < 4 {
+			return fmt.Errorf("short text[]")
+		}
+		l := int(binary.BigEndian.Uint32(f))
+		if l > len(f)-4 {
+			return fmt.Errorf("text[] element of %d bytes past the end", l)
+		}
+		if err := checkText(f[4:4+l], lim); err != nil {
+			return err
+		}
+		f = f[4+l:]
+	}
+	if len(f) != 0 {
+		return fmt.Errorf("%d bytes after the text[]", len(f))
+	}
+	return nil
 }
 
 func checkArray(f []byte) error {

@@ -46,7 +46,7 @@ func (b *Batch) writeLog(l plog.LogRecord) {
 		e.Null()
 	}
 	e.TextOrNull(l.EventName())
-	c.jsonMapSkip(e, l.Attributes(), b.skip)
+	c.attributes(e, l.Attributes(), b.skip)
 	e.Int32(int32(l.DroppedAttributesCount()))
 	b.writeContext(e, resJSON)
 	b.writePromoted(e, promo)

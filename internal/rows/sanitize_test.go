@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,40 @@ func doc(t *testing.T, f []byte) any {
 	var v any
 	require.NoError(t, json.Unmarshal(f[1:], &v))
 	return v
+}
+
+// merged decodes an attribute map's jsonb and adds its long strings'
+// pairs (tables.LongSuffix), as the views read it.
+func merged(t *testing.T, r map[string][]byte, col string) map[string]any {
+	t.Helper()
+	m := doc(t, r[col]).(map[string]any)
+	pairs := textArray(t, r[col+tables.LongSuffix])
+	require.Zero(t, len(pairs)%2, "key and value pairs")
+	for i := 0; i < len(pairs); i += 2 {
+		require.NotContains(t, m, pairs[i], "a key is in the jsonb or apart, not both")
+		m[pairs[i]] = pairs[i+1]
+	}
+	return m
+}
+
+// textArray decodes a binary text[] field (nil: NULL).
+func textArray(t *testing.T, f []byte) []string {
+	t.Helper()
+	if f == nil {
+		return nil
+	}
+	require.GreaterOrEqual(t, len(f), 20)
+	require.Equal(t, uint32(pgcopy.OIDText), binary.BigEndian.Uint32(f[8:]))
+	n := int(binary.BigEndian.Uint32(f[12:]))
+	f = f[20:]
+	out := make([]string, n)
+	for i := range out {
+		l := int(binary.BigEndian.Uint32(f))
+		out[i] = string(f[4 : 4+l])
+		f = f[4+l:]
+	}
+	require.Empty(t, f)
+	return out
 }
 
 func float8(f []byte) float64 { return math.Float64frombits(binary.BigEndian.Uint64(f)) }
@@ -336,7 +371,7 @@ func TestSanitizeValueLimit(t *testing.T) {
 		require.LessOrEqual(t, len(r[col]), 100)
 		require.True(t, strings.HasPrefix(string(r[col]), "éé"), col)
 	}
-	attrs := doc(t, r["span_attributes"]).(map[string]any)
+	attrs := merged(t, r, "span_attributes")
 	require.True(t, strings.HasSuffix(attrs["s"].(string), marker))
 	require.True(t, strings.HasSuffix(attrs["b"].(string), "[postgrescopy: truncated from 400 bytes]"), "300 bytes are 400 of base64")
 	require.Equal(t, "kept", attrs["short"])
@@ -354,6 +389,75 @@ func TestSanitizeValueLimit(t *testing.T) {
 	b.AddLogs(ld)
 	body := doc(t, fields(t, &b, lim, tables.IdxLogs, 0)["body"]).(string)
 	require.True(t, strings.HasSuffix(body, marker))
+}
+
+// Rule: the top-level string values of span and log attributes longer than
+// tables.LongString bytes are stored apart, cleaned like any text, in the
+// map's _long column as key and value pairs; the views merge them back. A
+// row cut to max_row_bytes keeps them in its jsonb, where the cut works.
+func TestSanitizeLongStringsApart(t *testing.T) {
+	at := strings.Repeat("a", tables.LongString)
+	past := strings.Repeat("b", tables.LongString+1)
+	dirty := strings.Repeat("x\x00\xff\"é", 100)
+	td, s := oneSpan()
+	s.Attributes().PutStr("at", at)
+	s.Attributes().PutStr("past", past)
+	s.Attributes().PutStr("dirty\x00", dirty)
+	s.Attributes().PutEmptySlice("list").AppendEmpty().SetStr(past) // nested: stays
+	s.Attributes().PutStr("promoted", past)
+	s.Events().AppendEmpty().Attributes().PutStr("past", past) // not top level: stays
+	r := spanRow(t, td, rows.Limits{})
+	attrs := doc(t, r["span_attributes"]).(map[string]any)
+	require.Equal(t, at, attrs["at"], "at the bound: in the jsonb")
+	require.NotContains(t, attrs, "past")
+	require.NotContains(t, attrs, "dirty\uFFFD")
+	require.Equal(t, []any{past}, attrs["list"])
+	cleaned := strings.ReplaceAll(strings.ReplaceAll(dirty, "\x00", "\uFFFD"), "\xff", "\uFFFD")
+	require.Equal(t, []string{"past", past, "dirty\uFFFD", cleaned, "promoted", past}, textArray(t, r["span_attributes_long"]))
+	require.Equal(t, past, doc(t, r["events"]).([]any)[0].(map[string]any)["attributes"].(map[string]any)["past"])
+
+	// A row without long strings has NULL apart.
+	td2, s2 := oneSpan()
+	s2.Attributes().PutStr("at", at)
+	require.Nil(t, spanRow(t, td2, rows.Limits{})["span_attributes_long"])
+
+	// A promoted column that removes its key takes it from either place.
+	lay, err := tables.NewLayout([]tables.Promoted{{Column: "p", Kind: tables.KindText, Traces: true, Remove: true,
+		From: []tables.Source{{Scope: tables.ScopeSpan, Key: "promoted"}}}})
+	require.NoError(t, err)
+	var pb rows.Batch
+	pb.SetLayout(lay)
+	pb.AddTraces(td)
+	pf, ok := pgcopy.SplitRow(nil, pb.Tuples(tables.IdxSpans, 0, 1))
+	require.True(t, ok)
+	long := pf[slices.Index(lay.Table(tables.IdxSpans).Columns, "span_attributes_long")]
+	require.Equal(t, []string{"past", past, "dirty\uFFFD", cleaned}, textArray(t, long))
+	require.Equal(t, past, string(pf[len(pf)-1]))
+
+	// Logs likewise.
+	ld := plog.NewLogs()
+	lr := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
+	lr.Attributes().PutStr("past", past)
+	lr.Attributes().PutStr("short", "s")
+	lr.Body().SetStr(past) // the body is not an attribute map
+	var b rows.Batch
+	b.AddLogs(ld)
+	lf := fields(t, &b, rows.Limits{}, tables.IdxLogs, 0)
+	require.Equal(t, map[string]any{"short": "s"}, doc(t, lf["log_attributes"]))
+	require.Equal(t, []string{"past", past}, textArray(t, lf["log_attributes_long"]))
+	require.Equal(t, past, doc(t, lf["body"]))
+
+	// Over the row limit: written again with every value in the jsonb,
+	// then cut there.
+	lim := rows.Limits{MaxRow: 2000}
+	td3, s3 := oneSpan()
+	s3.Attributes().PutStr("huge", strings.Repeat("h", 5000))
+	s3.Attributes().PutStr("past", past)
+	r3 := spanRow(t, td3, lim)
+	require.Nil(t, r3["span_attributes_long"])
+	a3 := doc(t, r3["span_attributes"]).(map[string]any)
+	require.Contains(t, a3, "huge")
+	require.Contains(t, a3, jsonb.TruncatedKey, "cut where the jsonb holds it")
 }
 
 // Rule: a row over max_row_bytes has its text and jsonb values cut to a

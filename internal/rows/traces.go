@@ -47,7 +47,7 @@ func (b *Batch) writeSpan(s ptrace.Span) {
 	enumText(e, s.Kind().String(), int32(s.Kind()))
 	enumText(e, s.Status().Code().String(), int32(s.Status().Code()))
 	e.TextOrNull(s.Status().Message())
-	c.jsonMapSkip(e, s.Attributes(), b.skip)
+	c.attributes(e, s.Attributes(), b.skip)
 
 	if evs := s.Events(); evs.Len() > 0 {
 		pos := e.BeginJSONB()

@@ -69,7 +69,7 @@ func ParseLayout(desc []byte) (*Layout, error) {
 		t := Table{Name: name, Store: Tables[i].Store, Signal: Tables[i].Signal, Columns: make([]string, n), Kinds: make([]Kind, n)}
 		for j := range t.Columns {
 			c, ok := readString(&r)
-			if !ok || len(r) == 0 || r[0] < byte(KindTimestamptz) || r[0] > byte(KindFloat64Array) {
+			if !ok || len(r) == 0 || r[0] < byte(KindTimestamptz) || r[0] > byte(KindTextArray) {
 				return nil, fmt.Errorf("%w: column %d of %s", ErrDescriptor, j, name)
 			}
 			t.Columns[j], t.Kinds[j] = c, Kind(r[0])

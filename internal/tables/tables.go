@@ -1,6 +1,9 @@
 package tables
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Kind is a column's PostgreSQL type, as the row writers encode it. The
 // writer needs it only off the hot path: to shrink a row over the size limit
@@ -20,7 +23,21 @@ const (
 	KindJSONB             // jsonb
 	KindInt64Array        // bigint[]
 	KindFloat64Array      // double precision[]
+	KindTextArray         // text[]: the long strings of an attribute map
 )
+
+// LongSuffix names the text[] column that follows an attribute map's jsonb
+// column (span_attributes_long, log_attributes_long, schema version 9): the
+// map's top-level string values longer than LongString bytes, as
+// alternating keys and values, NULL when it has none. PostgreSQL lexes a
+// jsonb string a character at a time on input and only validates a text
+// one; the views read the map whole again (jsonb_object of the pairs
+// merged into the jsonb).
+const LongSuffix = "_long"
+
+// LongString is the length in bytes over which a top-level string value of
+// an attribute map is stored in its LongSuffix column.
+const LongString = 256
 
 // Table describes one destination table: its name, its columns in the order
 // the row writers emit them, and their kinds.
@@ -117,7 +134,7 @@ var Tables = [NumTables]Table{
 		{"trace_state", KindText}, {"flags", KindInt32},
 		{"service_name", KindText}, {"span_name", KindText}, {"span_kind", KindText},
 		{"status_code", KindText}, {"status_message", KindText},
-		{"span_attributes", KindJSONB}, {"events", KindJSONB}, {"links", KindJSONB},
+		{"span_attributes", KindJSONB}, {"span_attributes" + LongSuffix, KindTextArray}, {"events", KindJSONB}, {"links", KindJSONB},
 		{"dropped_attributes_count", KindInt32}, {"dropped_events_count", KindInt32}, {"dropped_links_count", KindInt32},
 	}, contextColumns),
 	IdxLogs: table("logs", "logs", []column{
@@ -126,7 +143,7 @@ var Tables = [NumTables]Table{
 		{"trace_id", KindUUID}, {"span_id", KindInt64}, {"flags", KindInt32},
 		{"severity_number", KindInt32}, {"severity_text", KindText},
 		{"service_name", KindText}, {"body", KindJSONB}, {"event_name", KindText},
-		{"log_attributes", KindJSONB}, {"dropped_attributes_count", KindInt32},
+		{"log_attributes", KindJSONB}, {"log_attributes" + LongSuffix, KindTextArray}, {"dropped_attributes_count", KindInt32},
 	}, contextColumns),
 	IdxGauge: table("metrics_gauge", "metrics", metricColumns,
 		[]column{{"value", KindFloat64}, {"value_int", KindInt64}}, contextColumns),
@@ -161,11 +178,15 @@ func StoreName(name string) string {
 }
 
 // LegacyColumns are table i's built-in columns before schema version 3:
-// the context's eight columns in every row instead of context_id.
+// the context's eight columns in every row instead of context_id, and no
+// long strings' column.
 func LegacyColumns(i int) []string {
 	t := Tables[i]
 	if i == IdxContexts {
 		return nil
 	}
-	return append(slices.Clone(t.Columns[:len(t.Columns)-1]), ContextColumns...)
+	cols := slices.DeleteFunc(slices.Clone(t.Columns[:len(t.Columns)-1]), func(c string) bool {
+		return strings.HasSuffix(c, LongSuffix)
+	})
+	return append(cols, ContextColumns...)
 }

@@ -25,6 +25,7 @@ func TestKindsMatchSchema(t *testing.T) {
 		tables.KindTimestamptz: "timestamptz", tables.KindInt16: "int2", tables.KindInt32: "int4",
 		tables.KindInt64: "int8", tables.KindFloat64: "float8", tables.KindBool: "bool", tables.KindUUID: "uuid",
 		tables.KindText: "text", tables.KindJSONB: "jsonb", tables.KindInt64Array: "_int8", tables.KindFloat64Array: "_float8",
+		tables.KindTextArray: "_text",
 	}
 	for _, tb := range tables.Tables {
 		require.Len(t, tb.Kinds, len(tb.Columns), tb.Name)

@@ -6,6 +6,7 @@ package rowstest
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -46,6 +47,11 @@ func putAllTypes(m pcommon.Map, salt string) {
 	m.PutStr("str.number", "42")
 	m.PutStr("nul\x00key \xff", "dirty key")
 	m.PutStr("", "empty key")
+	// Top-level long strings of span and log attributes are stored apart
+	// (tables.LongString): one at the bound, past it, and past it dirty.
+	m.PutStr("str.long.256", strings.Repeat("a", 256))
+	m.PutStr("str.long.257", strings.Repeat("b", 257))
+	m.PutStr("str.long.dirty\x00 \xff", strings.Repeat(escapes+dirty, 6))
 	m.PutInt("int", 42)
 	m.PutInt("int.neg", -7)
 	m.PutInt("int.zero", 0)
