@@ -202,7 +202,15 @@ func viewColumns(tb tables.Table) string {
 			}
 			continue
 		}
-		cols = append(cols, "x."+pgx.Identifier{c}.Sanitize())
+		if strings.HasSuffix(c, tables.LongSuffix) {
+			continue // merged into its jsonb below, as the views do
+		}
+		q := "x." + pgx.Identifier{c}.Sanitize()
+		if l := c + tables.LongSuffix; slices.Contains(benchLayout.Table(slices.IndexFunc(tables.Tables[:], func(t tables.Table) bool { return t.Name == tb.Name })).Columns, l) {
+			lq := "x." + pgx.Identifier{l}.Sanitize()
+			q = "CASE WHEN " + lq + " IS NULL THEN " + q + " ELSE " + q + " || jsonb_object(" + lq + ") END AS " + pgx.Identifier{c}.Sanitize()
+		}
+		cols = append(cols, q)
 	}
 	return strings.Join(cols, ", ")
 }
