@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
 // copyCommand is the psql meta-command that loads one dataset file.
@@ -86,9 +87,9 @@ func (b *bench) psqlCopy(ctx context.Context, schemaName string, files []copyFil
 	return nil
 }
 
-// streamFiles splits the dataset's files over n psql sessions: with one, a
+// wholeFiles splits the dataset's files over n psql sessions: with one, a
 // session loads both halves of every table; with two, each loads one half.
-func streamFiles(ds *dataset, n int) [][]copyFile {
+func wholeFiles(ds *dataset, n int) [][]copyFile {
 	out := make([][]copyFile, n)
 	for h := range halves {
 		for t := range numTables {
@@ -98,6 +99,37 @@ func streamFiles(ds *dataset, n int) [][]copyFile {
 		}
 	}
 	return out
+}
+
+// streamFiles is wholeFiles with each spans file in COPYs of at most
+// -ceiling-chunk-rows rows (0: whole), the exporter's flush size by
+// default: the AI spend capture trigger reads each COPY's spans back as one
+// transition table, which a whole file's hundreds of thousands of spans make
+// spill to disk and sort as no flush-sized COPY does, so a whole-file \copy
+// is no longer the best COPY PostgreSQL can do with the capture on.
+func (b *bench) streamFiles(ds *dataset, n int) ([][]copyFile, error) {
+	out := wholeFiles(ds, n)
+	if b.ceilingChunk <= 0 {
+		return out, nil
+	}
+	for g := range out {
+		var files []copyFile
+		for _, f := range out[g] {
+			if f.table != tables.IdxSpans {
+				files = append(files, f)
+				continue
+			}
+			chunks, err := ds.chunks(f.path, b.ceilingChunk)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range chunks {
+				files = append(files, copyFile{table: f.table, path: c})
+			}
+		}
+		out[g] = files
+	}
+	return out, nil
 }
 
 // copyStreams loads each group of files with a psql \copy stream of its
@@ -129,7 +161,11 @@ func (b *bench) timeCopy(ctx context.Context, schemaName string, ds *dataset, n 
 	if err := b.reset(ctx, schemaName); err != nil {
 		return 0, nil, err
 	}
-	elapsed, cpu, err := b.copyStreams(ctx, schemaName, streamFiles(ds, n), ds.totalRows())
+	groups, err := b.streamFiles(ds, n)
+	if err != nil {
+		return 0, nil, err
+	}
+	elapsed, cpu, err := b.copyStreams(ctx, schemaName, groups, ds.totalRows())
 	if err != nil {
 		return 0, nil, err
 	}

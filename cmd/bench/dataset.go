@@ -52,6 +52,63 @@ type dataset struct {
 	// the contexts of its rows, the files hold each once (a second copy of
 	// a key would fail the \copy), in the file of the half that met it first.
 	contexts map[string]bool
+	// split holds the files chunks cut, by file and rows per chunk.
+	split map[string][]string
+}
+
+// chunks cuts the dataset file path into files of at most n rows each, next
+// to it, once; the same list afterwards.
+func (d *dataset) chunks(path string, n int) ([]string, error) {
+	key := path + "\x00" + strconv.Itoa(n)
+	if c, ok := d.split[key]; ok {
+		return c, nil
+	}
+	r, err := openCopyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []string
+	var buf []byte
+	rowsIn := 0
+	flush := func() error {
+		if rowsIn == 0 {
+			return nil
+		}
+		name := fmt.Sprintf("%s.%d-%d", path, n, len(out))
+		if err := os.WriteFile(name, append(buf, copyTrailer...), 0o600); err != nil {
+			return err
+		}
+		out = append(out, name)
+		buf, rowsIn = buf[:0], 0
+		return nil
+	}
+	for {
+		_, err := r.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if rowsIn == 0 {
+			buf = append(buf[:0], copyHeader...)
+		}
+		buf = append(buf, r.raw...)
+		if rowsIn++; rowsIn == n {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	if d.split == nil {
+		d.split = map[string][]string{}
+	}
+	d.split[key] = out
+	return out, nil
 }
 
 func (d *dataset) totalRows() int64 {

@@ -357,7 +357,10 @@ func (b *bench) runMixed(ctx context.Context, ds *dataset, qsFor func(string) ([
 
 // loadDataset copies ds into schemaName with two psql streams (no timing).
 func (b *bench) loadDataset(ctx context.Context, schemaName string, ds *dataset) error {
-	groups := streamFiles(ds, 2)
+	groups, err := b.streamFiles(ds, 2)
+	if err != nil {
+		return err
+	}
 	if err := b.intoPartitions(ctx, schemaName, groups); err != nil {
 		return err
 	}

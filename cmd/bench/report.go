@@ -98,6 +98,9 @@ type workload struct {
 	Seed          uint64   `json:"seed"`
 	Parts         []string `json:"parts"`
 	AvgRowBytes   float64  `json:"avg_row_bytes"`
+	// CeilingChunkRows is -ceiling-chunk-rows: the ceiling's spans COPYs
+	// hold at most that many rows (0: whole files).
+	CeilingChunkRows int `json:"ceiling_chunk_rows"`
 	// EncodeRowsPerS is loadgen generation plus the exporter's row encoding
 	// on one core, without PostgreSQL: the CPU the collector strategies spend
 	// before writing.
@@ -148,6 +151,9 @@ func (rep *report) markdown() string {
 		w("## Write strategies\n\n")
 		w("Every strategy writes the same rows into all seven tables (spans, logs, five metric tables) with the exporter's DDL and indexes. ")
 		w("`× ceiling` is rows/s over the best raw `psql \\copy` of the same rows at the same scale in this run. ")
+		if wl.CeilingChunkRows > 0 {
+			w("The ceiling loads the spans in COPYs of at most %d rows, the exporter's flush size: the AI spend capture trigger reads each COPY's spans back as one transition table, which a whole file's spans make spill and sort. ", wl.CeilingChunkRows)
+		}
 		w("`CPU µs/row` is the CPU time the write cost per row, PostgreSQL + client (psql, the bench's own connections, or the collector process) + Redis when it was used: all of it shares the machine's cores.\n\n")
 		w("| Strategy | Users | Rows | Seconds | Rows/s | MB/s | × ceiling | CPU µs/row | Notes |\n")
 		w("|---|---:|---:|---:|---:|---:|---:|---:|---|\n")

@@ -832,7 +832,7 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 					return nil, fmt.Errorf("variant %s: %w", v.key, err)
 				}
 			}
-			for _, f := range streamFiles(ds, 1)[0] {
+			for _, f := range wholeFiles(ds, 1)[0] {
 				data, err := os.ReadFile(f.path)
 				if err != nil {
 					return nil, err

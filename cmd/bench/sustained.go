@@ -861,7 +861,11 @@ func (b *bench) sustainedCeiling(ctx context.Context, schemaName, name string, u
 	// The context dictionary already holds most of the dataset's contexts:
 	// they go in first, untimed, as the exporter adds them (ON CONFLICT DO
 	// NOTHING); a plain \copy would stop at the first duplicate key.
-	groups := streamFiles(ds, 2)
+	groups, err := b.streamFiles(ds, 2)
+	if err != nil {
+		r.Status, r.Note = "failed", err.Error()
+		return r, 0
+	}
 	var signalRows int64
 	for gi, g := range groups {
 		kept := g[:0]
