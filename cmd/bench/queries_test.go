@@ -336,3 +336,99 @@ func TestRewrittenQueriesSame(t *testing.T) {
 		t.Logf("%s: %d rows, identical", qname, len(got))
 	}
 }
+
+// TestQueriesSameWithLongStringsApart: every query of queries/ returns the
+// same rows whether the attributes' long strings are stored apart (schema
+// 9, as the exporter writes them) or in the jsonb (as schema 8 stored
+// them: the same rows, merged back in place).
+func TestQueriesSameWithLongStringsApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	apart := twoUserSchema(ctx, t, pool)
+	// The same rows in a second schema (the capture trigger computes its
+	// AI spend partials as they go in), then merged there.
+	merged := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = prepareSchema(ctx, conn.Conn(), merged)
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables.Tables {
+		if _, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(merged, tb.Store)+" SELECT * FROM "+schema.Qualified(apart, tb.Store)); err != nil {
+			t.Fatalf("copy %s: %v", tb.Store, err)
+		}
+	}
+	var long int64
+	for _, c := range [][2]string{{"spans_rows", "span_attributes"}, {"logs_rows", "log_attributes"}} {
+		tq, a, l := schema.Qualified(merged, c[0]), pgx.Identifier{c[1]}.Sanitize(), pgx.Identifier{c[1] + tables.LongSuffix}.Sanitize()
+		tag, err := pool.Exec(ctx, "UPDATE "+tq+" SET "+a+" = "+a+" || jsonb_object("+l+"), "+l+" = NULL WHERE "+l+" IS NOT NULL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		long += tag.RowsAffected()
+	}
+	if long < 100 {
+		t.Fatalf("only %d rows with long strings apart: the comparison would say little", long)
+	}
+	for _, s := range []string{apart, merged} {
+		if _, err := schema.Maintain(ctx, pool, s, exporterPartitioning); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+schema.Qualified(s, "spans_rows")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the queries read of the attributes, every column of every row:
+	// the views read the same.
+	for _, v := range []string{"spans", "logs", "gen_ai_calls"} {
+		if !sameRows(ctx, t, pool, apart, merged, v) {
+			t.Fatalf("%s reads differently with the long strings apart", v)
+		}
+	}
+	qa, err := loadQueries("../../queries", apart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qm, err := loadQueries("../../queries", merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range qa {
+		t.Run(q.Name, func(t *testing.T) {
+			a, err := queryRows(ctx, pool, q.SQL)
+			if err != nil {
+				t.Fatalf("%s: %v", q.Title, err)
+			}
+			m, err := queryRows(ctx, pool, qm[i].SQL)
+			if err != nil {
+				t.Fatalf("%s: %v", q.Title, err)
+			}
+			if len(a) == 0 {
+				t.Fatalf("%s returned no rows", q.Title)
+			}
+			if !slices.Equal(a, m) {
+				t.Fatalf("%s differs:\napart:  %q\nmerged: %q", q.Title, a, m)
+			}
+		})
+	}
+}
+
+// sameRows says whether view reads the same rows (every column, as text) in
+// schemas a and b.
+func sameRows(ctx context.Context, t *testing.T, pool *pgxpool.Pool, a, b, view string) bool {
+	t.Helper()
+	var same bool
+	if err := pool.QueryRow(ctx, "SELECT (SELECT array_agg(t::text ORDER BY t::text) FROM "+schema.Qualified(a, view)+" t) = "+
+		"(SELECT array_agg(t::text ORDER BY t::text) FROM "+schema.Qualified(b, view)+" t)").Scan(&same); err != nil {
+		t.Fatal(err)
+	}
+	return same
+}
