@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // A variant's exporter settings merge into the exporter section key by key:
@@ -57,5 +63,64 @@ func TestVariantExporterSettingsMerge(t *testing.T) {
 		if _, err := parseVariants(bad); err == nil {
 			t.Errorf("parseVariants(%s) accepted", bad)
 		}
+	}
+}
+
+// TestAppStrategiesStoreWhatCopyStores: the INSERT and CopyFrom strategies
+// (an application holding its telemetry as Go values, each attribute map
+// whole) store the rows a \copy of the dataset stores, as the views read
+// them, with no long strings' column of their own.
+func TestAppStrategiesStoreWhatCopyStores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("needs psql")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	viaCopy, viaApp := pgtest.Schema(t, pool), pgtest.Schema(t, pool)
+	for _, s := range []string{viaCopy, viaApp} {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = prepareSchema(ctx, conn.Conn(), s)
+		conn.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := &bench{url: pgtest.URL(), pool: pool, psql: psql, progress: newProgress(1)}
+	ds, err := buildDataset(t.TempDir(), 2, 300, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.loadDataset(ctx, viaCopy, ds); err != nil {
+		t.Fatal(err)
+	}
+	var long int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(viaCopy, "spans_rows")+" WHERE span_attributes_long IS NOT NULL").Scan(&long); err != nil || long == 0 {
+		t.Fatalf("the dataset has no spans with long strings apart (%d, %v)", long, err)
+	}
+	for _, s := range strategies() {
+		if s.app == nil || s.app.viaPgbouncer || s.app.batch == 1 {
+			continue
+		}
+		t.Run(s.key, func(t *testing.T) {
+			if _, _, err := b.runApp(ctx, *s.app, ds, viaApp); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{"spans", "logs", "metrics_gauge"} {
+				if !sameRows(ctx, t, pool, viaCopy, viaApp, v) {
+					t.Fatalf("%s: %s reads differently from the \\copy's", s.key, v)
+				}
+			}
+			if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(viaApp, "spans_rows")+" WHERE span_attributes_long IS NOT NULL").Scan(&long); err != nil || long != 0 {
+				t.Fatalf("%s stored %d spans with long strings apart (%v): an application writes its map whole", s.key, long, err)
+			}
+		})
 	}
 }

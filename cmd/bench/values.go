@@ -73,6 +73,11 @@ func (d *decoder) row(t int, fields [][]byte) ([]any, error) {
 	if len(fields) != len(oids) {
 		return nil, fmt.Errorf("%s row has %d fields, want %d", benchLayout.Table(t).Name, len(fields), len(oids))
 	}
+	// An application holds a span's attributes as one map: the long strings
+	// go back into it, as the schema before version 9 stored them.
+	if err := mergeLongFields(fields, longColumns(benchLayout.Table(t))); err != nil {
+		return nil, fmt.Errorf("%s: %w", benchLayout.Table(t).Name, err)
+	}
 	out := make([]any, len(fields))
 	for i, f := range fields {
 		v, err := d.value(oids[i], f)
