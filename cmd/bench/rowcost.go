@@ -517,9 +517,9 @@ func mergeLongFields(fields [][]byte, longs [][2]int) error {
 		if long == nil {
 			continue
 		}
-		pairs, err := textArrayValues(long)
-		if err != nil {
-			return err
+		pairs, ok := pgcopy.TextArrayValues(long)
+		if !ok {
+			return errors.New("malformed long strings' text[]")
 		}
 		if len(doc) < 2 || doc[0] != 1 || len(pairs)%2 != 0 {
 			return errors.New("long strings without their jsonb")
@@ -548,34 +548,6 @@ func mergeLongFields(fields [][]byte, longs [][2]int) error {
 		fields[l[0]], fields[l[1]] = append(out, '}'), nil
 	}
 	return nil
-}
-
-// textArrayValues decodes a one-dimensional binary text[] without NULLs.
-func textArrayValues(f []byte) ([]string, error) {
-	if len(f) < 12 {
-		return nil, errors.New("short text[]")
-	}
-	if binary.BigEndian.Uint32(f) == 0 {
-		return nil, nil
-	}
-	if len(f) < 20 {
-		return nil, errors.New("short text[]")
-	}
-	n := int(binary.BigEndian.Uint32(f[12:]))
-	f = f[20:]
-	out := make([]string, 0, n)
-	for range n {
-		if len(f) < 4 {
-			return nil, errors.New("short text[]")
-		}
-		l := int(binary.BigEndian.Uint32(f))
-		if l > len(f)-4 {
-			return nil, errors.New("text[] element past its end")
-		}
-		out = append(out, string(f[4:4+l]))
-		f = f[4+l:]
-	}
-	return out, nil
 }
 
 // mergeLongData is mergeLongFields over every row of a binary COPY file of

@@ -336,6 +336,43 @@ func (e *Encoder) ArrayText(s string) {
 	binary.BigEndian.PutUint32(e.buf[pos:], uint32(len(e.buf)-pos-4))
 }
 
+// TextArrayValues decodes a one-dimensional binary text[] without NULLs, as
+// BeginTextArray and ArrayText write one (an empty array too); false for
+// anything else.
+func TextArrayValues(f []byte) ([]string, bool) {
+	if len(f) < 12 || binary.BigEndian.Uint32(f[8:]) != OIDText {
+		return nil, false
+	}
+	switch binary.BigEndian.Uint32(f) {
+	case 0:
+		return nil, len(f) == 12
+	case 1:
+	default:
+		return nil, false
+	}
+	if len(f) < 20 || binary.BigEndian.Uint32(f[4:]) != 0 {
+		return nil, false
+	}
+	n := int(binary.BigEndian.Uint32(f[12:]))
+	f = f[20:]
+	if n > len(f)/4 {
+		return nil, false
+	}
+	out := make([]string, 0, n)
+	for range n {
+		if len(f) < 4 {
+			return nil, false
+		}
+		l := int(int32(binary.BigEndian.Uint32(f)))
+		if l < 0 || l > len(f)-4 {
+			return nil, false
+		}
+		out = append(out, string(f[4:4+l]))
+		f = f[4+l:]
+	}
+	return out, len(f) == 0
+}
+
 func (e *Encoder) arrayHeader(n int, oid uint32) int {
 	pos := e.Begin()
 	if n == 0 {

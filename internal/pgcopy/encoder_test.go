@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -388,5 +389,44 @@ func TestFirstInt64Range(t *testing.T) {
 	e.Text("z")
 	if _, _, ok := FirstInt64Range(e.Tuples(0, e.Rows()), 2); ok {
 		t.Error("a first value of 10 bytes gave a range")
+	}
+}
+
+// TestTextArray: a text[] written element by element, cleaned and bounded
+// like a text value, reads back as its strings; an empty one as none; a
+// damaged or foreign array is refused.
+func TestTextArray(t *testing.T) {
+	var e Encoder
+	e.SetMaxValue(1024)
+	e.BeginRow(2)
+	pos := e.BeginTextArray(4)
+	e.ArrayText("key")
+	e.ArrayText("a\x00b\xff")
+	e.ArrayText("")
+	e.ArrayText(strings.Repeat("é", 1000))
+	e.End(pos)
+	e.End(e.BeginTextArray(0))
+	r := parse(t, mustBytes(t, &e))[0]
+	vals, ok := TextArrayValues(r[0])
+	require.True(t, ok)
+	require.Len(t, vals, 4)
+	require.Equal(t, []string{"key", "a\uFFFDb\uFFFD", ""}, vals[:3])
+	require.LessOrEqual(t, len(vals[3]), 1024)
+	require.True(t, strings.HasSuffix(vals[3], "[postgrescopy: truncated from 2000 bytes]"))
+	vals, ok = TextArrayValues(r[1])
+	require.True(t, ok)
+	require.Empty(t, vals)
+
+	for name, f := range map[string][]byte{
+		"short":        r[0][:10],
+		"cut element":  r[0][:len(r[0])-1],
+		"trailing":     append(slices.Clone(r[0]), 0),
+		"not text":     slices.Concat(r[0][:8], []byte{0, 0, 0, 20}, r[0][12:]),
+		"two dims":     slices.Concat([]byte{0, 0, 0, 2}, r[0][4:]),
+		"huge count":   slices.Concat(r[0][:12], []byte{0x7f, 0, 0, 0}, r[0][16:]),
+		"null element": slices.Concat(r[0][:20], []byte{0xff, 0xff, 0xff, 0xff}),
+	} {
+		_, ok := TextArrayValues(f)
+		require.False(t, ok, name)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -65,6 +66,7 @@ func spans(n int, bad ...int) ptrace.Traces {
 		s.Status().SetCode(ptrace.StatusCodeError)
 		s.Status().SetMessage("boom")
 		s.Attributes().PutInt("i", int64(i))
+		s.Attributes().PutStr("prompt", strings.Repeat("p", 300+i)) // stored apart
 		s.Attributes().PutDouble("nan", math.NaN())
 		s.Attributes().PutEmptyBytes("b").FromRaw([]byte{0, 1, 2})
 		ev := s.Events().AppendEmpty()
@@ -89,6 +91,7 @@ func logs(n int, bad ...int) plog.Logs {
 		l.SetSeverityText("WARN")
 		l.Body().SetEmptyMap().PutStr("msg", "hello")
 		l.Attributes().PutInt("i", int64(i))
+		l.Attributes().PutStr("stack", strings.Repeat("s", 400)) // stored apart
 		if slices.Contains(bad, i) {
 			l.SetEventName("poison")
 		}

@@ -102,38 +102,18 @@ func appendFieldJSON(dst []byte, k tables.Kind, f []byte) ([]byte, bool) {
 	return dst, false
 }
 
-// appendTextArrayJSON renders a one-dimensional binary text[] without NULLs
-// as a JSON array of strings.
+// appendTextArrayJSON renders a binary text[] as a JSON array of strings.
 func appendTextArrayJSON(dst []byte, f []byte) ([]byte, bool) {
-	if len(f) < 12 {
+	vals, ok := pgcopy.TextArrayValues(f)
+	if !ok {
 		return dst, false
 	}
-	ndim := binary.BigEndian.Uint32(f)
-	if ndim == 0 {
-		return append(dst, "[]"...), true
-	}
-	if ndim != 1 || len(f) < 20 {
-		return dst, false
-	}
-	n := int(binary.BigEndian.Uint32(f[12:]))
-	f = f[20:]
 	dst = append(dst, '[')
-	for e := range n {
-		if len(f) < 4 {
-			return dst, false
-		}
-		l := int(int32(binary.BigEndian.Uint32(f)))
-		if l < 0 || l > len(f)-4 {
-			return dst, false
-		}
-		if e > 0 {
+	for i, v := range vals {
+		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = jsonb.AppendString(dst, string(f[4:4+l]))
-		f = f[4+l:]
-	}
-	if len(f) != 0 {
-		return dst, false
+		dst = jsonb.AppendString(dst, v)
 	}
 	return append(dst, ']'), true
 }

@@ -83,17 +83,8 @@ func textArray(t *testing.T, f []byte) []string {
 	if f == nil {
 		return nil
 	}
-	require.GreaterOrEqual(t, len(f), 20)
-	require.Equal(t, uint32(pgcopy.OIDText), binary.BigEndian.Uint32(f[8:]))
-	n := int(binary.BigEndian.Uint32(f[12:]))
-	f = f[20:]
-	out := make([]string, n)
-	for i := range out {
-		l := int(binary.BigEndian.Uint32(f))
-		out[i] = string(f[4 : 4+l])
-		f = f[4+l:]
-	}
-	require.Empty(t, f)
+	out, ok := pgcopy.TextArrayValues(f)
+	require.True(t, ok, "a binary text[]")
 	return out
 }
 
@@ -415,6 +406,16 @@ func TestSanitizeLongStringsApart(t *testing.T) {
 	cleaned := strings.ReplaceAll(strings.ReplaceAll(dirty, "\x00", "\uFFFD"), "\xff", "\uFFFD")
 	require.Equal(t, []string{"past", past, "dirty\uFFFD", cleaned, "promoted", past}, textArray(t, r["span_attributes_long"]))
 	require.Equal(t, past, doc(t, r["events"]).([]any)[0].(map[string]any)["attributes"].(map[string]any)["past"])
+
+	// A refused row's rendering (rejects' row_json) holds them as an
+	// array, which jsonb_populate_record reads into the text[].
+	var rb rows.Batch
+	rb.AddTraces(td)
+	js, ok := rows.AppendRowJSON(nil, tables.IdxSpans, rb.Tuples(tables.IdxSpans, 0, 1))
+	require.True(t, ok)
+	var rendered map[string]any
+	require.NoError(t, json.Unmarshal(js, &rendered))
+	require.Equal(t, []any{"past", past, "dirty\uFFFD", cleaned, "promoted", past}, rendered["span_attributes_long"])
 
 	// A row without long strings has NULL apart.
 	td2, s2 := oneSpan()
