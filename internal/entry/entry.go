@@ -27,14 +27,21 @@ func readUvarint(r *[]byte) (uint64, bool) {
 // field: a batch as already encoded for COPY, so that a flush worker copies
 // an entry's rows into its batch (or streams them into COPY) instead of
 // decoding and encoding them again.
-const Format = "copy2"
+const Format = "copy3"
 
-// Formats are the formats this release reads: copy1 is the previous
-// release's (the same encoding, of a layout without the context dictionary,
-// which tables.ParseLayout reads), so that its entries still pending at an
-// upgrade are written as they are. A copy1 reader leaves a copy2 entry
-// pending for a replica of this release instead of quarantining it.
-var Formats = []string{"copy1", Format}
+// Formats are the formats this release reads, all one encoding whose
+// descriptor names each table's columns (tables.ParseLayout): copy1 of a
+// layout without the context dictionary, copy2 with it, copy3 with the long
+// strings' text[] columns, a column kind that a copy2 reader cannot parse.
+// Each new kind of layout takes a new name because a reader leaves an entry
+// of a format it does not know pending, for a replica that reads it to
+// claim, where a known format whose descriptor did not parse would go to
+// the quarantine. Entries of the earlier formats still pending at an
+// upgrade are written as they are.
+var Formats = []string{"copy1", "copy2", Format}
+
+// Reads reports whether this release decodes entries of format.
+func Reads(format string) bool { return slices.Contains(Formats, format) }
 
 // Rows is what an entry is made from and read into: a rows.Batch, one
 // binary COPY encoder per table of its layout.

@@ -108,7 +108,7 @@ const minPoll = time.Millisecond
 // entryBytes is what an entry adds to a transaction: its rows decompressed
 // (max_bytes bounds what one transaction sends, not the bytes Redis holds).
 func entryBytes(e coord.Entry) int {
-	if e.Format == entry.Format {
+	if entry.Reads(e.Format) {
 		if n, err := entry.Size(e.Data); err == nil {
 			return n
 		}
@@ -120,5 +120,5 @@ func entryBytes(e coord.Entry) int {
 // entries without a format, which are deleted (acknowledged) or damaged
 // (quarantined). Entries of another format are a newer release's.
 func readable(e coord.Entry) bool {
-	return slices.Contains(entry.Formats, e.Format) || e.Format == ""
+	return entry.Reads(e.Format) || e.Format == ""
 }

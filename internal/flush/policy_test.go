@@ -2,11 +2,13 @@ package flush
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
 
@@ -257,14 +259,37 @@ func TestFlushDeletedNewerAndFormatless(t *testing.T) {
 	assert.Equal(t, []string{"1-0", "3-0"}, acked, "the newer format's entry stays pending")
 }
 
-// TestPreviousFormatIsRead: entries of the previous release (copy1), still
-// pending at an upgrade, are read and written, never left or quarantined for
-// their format; a newer release's are left pending; an entry without a
-// format goes to the quarantine through the batch path.
+// TestPreviousFormatIsRead: entries of earlier releases (copy1, copy2),
+// still pending at an upgrade, are read and written, never left or
+// quarantined for their format; a newer release's are left pending; an
+// entry without a format goes to the quarantine through the batch path.
 func TestPreviousFormatIsRead(t *testing.T) {
-	for f, want := range map[string]bool{"copy1": true, entry.Format: true, "": true, "copy9": false} {
+	for f, want := range map[string]bool{"copy1": true, "copy2": true, entry.Format: true, "": true, "copy9": false} {
 		if got := readable(coord.Entry{Format: f}); got != want {
 			t.Errorf("readable(%q) = %v, want %v", f, got, want)
 		}
 	}
+	f, s := policy(t, 1000, 1<<40, nil, busy)
+	var entries []coord.Entry
+	for i, format := range []string{"copy1", "copy2", entry.Format} {
+		var b rows.Batch
+		b.AddTraces(oneSpanTraces(int64(i)))
+		data, err := entry.Append(nil, &b, true)
+		require.NoError(t, err)
+		entries = append(entries, coord.Entry{ID: fmt.Sprintf("%d-0", i+1), Key: format, Format: format, Data: data, Items: 1})
+	}
+	require.NoError(t, f.flush(context.Background(), entries))
+	w := f.w.(*fakeWriter)
+	assert.Equal(t, [][]string{{"copy1", "copy2", entry.Format}}, w.written, "written together, as the entries they are")
+	assert.Zero(t, w.kept, "none quarantined")
+	assert.Len(t, s.acked, 3)
+}
+
+// oneSpanTraces is one span with attribute i.
+func oneSpanTraces(i int64) ptrace.Traces {
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	sp.SetStartTimestamp(1_700_000_000_000_000_000)
+	sp.Attributes().PutInt("i", i)
+	return td
 }

@@ -147,7 +147,7 @@ func (f *Worker) write(ctx context.Context, key string, entries []keyedEntry) er
 // not parse is left to fail in this replica's batch, where it is reported.
 func (f *Worker) layoutOf(e keyedEntry) *tables.Layout {
 	own := f.w.Layout()
-	if e.Format != entry.Format {
+	if !entry.Reads(e.Format) {
 		return own
 	}
 	desc, err := entry.Descriptor(e.Data)
@@ -206,11 +206,12 @@ func (f *Worker) writeGroup(ctx context.Context, key string, l *tables.Layout, e
 }
 
 // addEntries fills f.entries with entries of layout l, and reports whether
-// they can be streamed: all of entry.Format, with headers that parse.
+// they can be streamed: all of a format this release reads, with headers
+// that parse.
 func (f *Worker) addEntries(l *tables.Layout, entries []keyedEntry) bool {
 	f.entries.Reset(l)
 	for _, e := range entries {
-		if e.Format != entry.Format || f.entries.Add(e.Data) != nil {
+		if !entry.Reads(e.Format) || f.entries.Add(e.Data) != nil {
 			return false
 		}
 	}
@@ -237,7 +238,7 @@ func (f *Worker) writeBatchGroup(ctx context.Context, key string, b *rows.Batch,
 	ledger.Quarantine = ledger.Quarantine[:0]
 	for _, e := range entries {
 		err := errNoFormat
-		if e.Format == entry.Format {
+		if entry.Reads(e.Format) {
 			err = entry.AddTo(b, e.Data)
 		}
 		if err != nil {
