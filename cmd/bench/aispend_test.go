@@ -234,16 +234,7 @@ func TestAISpendPartialsSame(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	s := pgtest.Schema(t, pool)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = prepareSchema(ctx, conn.Conn(), s)
-	conn.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := preparedSchema(ctx, t, pool)
 	if err := pricing.Configure(ctx, pool, s, aiDims, 6*time.Hour); err != nil {
 		t.Fatal(err)
 	}

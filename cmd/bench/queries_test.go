@@ -215,9 +215,9 @@ func viewColumns(tb tables.Table) string {
 	return strings.Join(cols, ", ")
 }
 
-// twoUserSchema is a new schema, prepared as the exporter prepares it,
-// holding two loadgen users' telemetry.
-func twoUserSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string {
+// preparedSchema is a new, empty schema, prepared as the exporter prepares
+// it.
+func preparedSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
 	name := pgtest.Schema(t, pool)
 	conn, err := pool.Acquire(ctx)
@@ -229,6 +229,14 @@ func twoUserSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string
 	if err != nil {
 		t.Fatal(err)
 	}
+	return name
+}
+
+// twoUserSchema is a new schema, prepared as the exporter prepares it,
+// holding two loadgen users' telemetry.
+func twoUserSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	name := preparedSchema(ctx, t, pool)
 	writeTwoUsers(ctx, t, pool, name)
 	return name
 }
@@ -351,16 +359,7 @@ func TestQueriesSameWithLongStringsApart(t *testing.T) {
 	apart := twoUserSchema(ctx, t, pool)
 	// The same rows in a second schema (the capture trigger computes its
 	// AI spend partials as they go in), then merged there.
-	merged := pgtest.Schema(t, pool)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = prepareSchema(ctx, conn.Conn(), merged)
-	conn.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
+	merged := preparedSchema(ctx, t, pool)
 	for _, tb := range tables.Tables {
 		if _, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(merged, tb.Store)+" SELECT * FROM "+schema.Qualified(apart, tb.Store)); err != nil {
 			t.Fatalf("copy %s: %v", tb.Store, err)

@@ -276,7 +276,7 @@ func (b *bench) rowcostSchema(ctx context.Context, name, src string, ds *dataset
 				continue
 			}
 			if v.split > 0 {
-				cols = append(cols, pgColumn{name: c + longSuffix, typ: "text[]", len: -1, align: "i"})
+				cols = append(cols, pgColumn{name: c + tables.LongSuffix, typ: "text[]", len: -1, align: "i"})
 			}
 			if v.content {
 				for _, k := range contentKeys {
@@ -457,7 +457,7 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, v
 						r.Close()
 						return out, fmt.Errorf("%s.%s: %w", lt.Name, c, err)
 					}
-					pos[c+longSuffix] = len(fields)
+					pos[c+tables.LongSuffix] = len(fields)
 					fields = append(slices.Clip(fields), long)
 				}
 				if v.content {
@@ -491,10 +491,8 @@ func rewriteRows(ds *dataset, t int, names []string, ctxs map[string][][]byte, v
 }
 
 // splitColumns are the attribute maps the split variants take long strings
-// out of; each gets a text[] column named with longSuffix.
+// out of; each gets a text[] column named with tables.LongSuffix.
 var splitColumns = []string{"span_attributes", "log_attributes"}
-
-const longSuffix = tables.LongSuffix
 
 // longColumns pairs each attribute map's jsonb column of t with its long
 // strings' column: positions {jsonb, text[]}.

@@ -81,18 +81,7 @@ func TestAppStrategiesStoreWhatCopyStores(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pool := pgtest.Pool(t)
-	viaCopy, viaApp := pgtest.Schema(t, pool), pgtest.Schema(t, pool)
-	for _, s := range []string{viaCopy, viaApp} {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = prepareSchema(ctx, conn.Conn(), s)
-		conn.Release()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	viaCopy, viaApp := preparedSchema(ctx, t, pool), preparedSchema(ctx, t, pool)
 	b := &bench{url: pgtest.URL(), pool: pool, psql: psql, progress: newProgress(1)}
 	ds, err := buildDataset(t.TempDir(), 2, 300, 1)
 	if err != nil {
