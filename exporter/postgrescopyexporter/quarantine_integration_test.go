@@ -104,7 +104,7 @@ func TestRedisDamagedEntryIsQuarantined(t *testing.T) {
 		block := s2Block(t, e)
 		switch req {
 		case 2:
-			e[len(e)-10] ^= 0x01 // inside the S2 block
+			damageBlock(own, e) // inside the S2 block
 		case 4:
 			e[len(e)-block-3] ^= 0x40 // inside the checksum, the 8 bytes before it
 		}

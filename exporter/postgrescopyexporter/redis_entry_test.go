@@ -39,6 +39,22 @@ func copyEntry(t *testing.T, l *tables.Layout, td ptrace.Traces, compress bool) 
 	return ent
 }
 
+// damageBlock flips the last bit of entry e's S2 block, from 10 bytes before
+// its end, that a reader of layout l refuses: a flipped bit in the block of
+// repetitive rows can decode to the same rows (a copy from identical bytes),
+// which is no damage.
+func damageBlock(l *tables.Layout, e []byte) {
+	for i := len(e) - 10; ; i-- {
+		e[i] ^= 0x01
+		b := new(rows.Batch)
+		b.SetLayout(l)
+		if entry.AddTo(b, e) != nil {
+			return
+		}
+		e[i] ^= 0x01
+	}
+}
+
 // Every entry a stream may hold is written or kept: an entry without a
 // format (quarantined: no release writes one), entries of this replica's
 // columns, entries of a replica without the promoted columns (written with
@@ -74,18 +90,7 @@ func TestRedisEntryFormats(t *testing.T) {
 	add(entry.Format, copyEntry(t, own, modelTraces(6, per), true))
 	add(entry.Format, copyEntry(t, tables.DefaultLayout(), modelTraces(7, per), true))
 	bad := copyEntry(t, own, modelTraces(8, per), true)
-	// A flipped bit in the S2 block of repetitive rows can decode to the same
-	// rows (a copy from identical bytes), which is no damage: flip the last
-	// bit, from 10 bytes before the end, that the reader refuses.
-	for i := len(bad) - 10; ; i-- {
-		bad[i] ^= 0x01
-		b := new(rows.Batch)
-		b.SetLayout(own)
-		if entry.AddTo(b, bad) != nil {
-			break
-		}
-		bad[i] ^= 0x01
-	}
+	damageBlock(own, bad)
 	add(entry.Format, bad)
 
 	_, tel := startTraces(t, withRedis(cfg, prefix, "formats"))
