@@ -72,9 +72,16 @@ func (b *bench) intoPartitions(ctx context.Context, schemaName string, groups []
 	return nil
 }
 
-// psqlCopy runs one psql session that \copies the given files in turn.
+// exporterWorkMem is the exporter's default work_mem (its work_mem key),
+// which its write transactions set: the ceiling's \copy sessions set it too,
+// and so does rowcost's variant of the exporter as it is, so that both
+// spare the AI spend capture's transition table the same spill.
+const exporterWorkMem = "64MB"
+
+// psqlCopy runs one psql session that \copies the given files in turn, with
+// the exporter's work_mem.
 func (b *bench) psqlCopy(ctx context.Context, schemaName string, files []copyFile) error {
-	args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.url}
+	args := []string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.url, "-c", "SET work_mem = '" + exporterWorkMem + "'"}
 	for _, f := range files {
 		args = append(args, "-c", copyCommand(schemaName, f))
 	}

@@ -188,7 +188,7 @@ func run() int {
 	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
 	fs.BoolVar(&b.replica, "replica", true, "mixed part: run it on the bench's own primary (initdb) and also send the readers to a streaming replica of it (pg_basebackup); reported unavailable when that cannot be set up")
 	fs.IntVar(&b.queryRuns, "query-runs", 5, "timed runs per query in the indexes part (median reported)")
-	fs.IntVar(&b.ceilingChunk, "ceiling-chunk-rows", 3000, "the ceiling's \\copy loads the spans in COPYs of at most this many rows, the exporter's flush size (redis max_rows): the AI spend capture reads each COPY's spans back as one transition table; 0 loads whole files")
+	fs.IntVar(&b.ceilingChunk, "ceiling-chunk-rows", 3000, "the ceiling's \\copy and the rowcost part load the spans in COPYs of at most this many rows, the exporter's flush size (redis max_rows): the AI spend capture reads each COPY's spans back as one transition table; 0 loads whole files")
 	fs.IntVar(&b.runs, "runs", 3, "runs of every timed write, interleaved; the fastest is kept (a shared machine is noisy)")
 	fs.IntVar(&b.loadgenConcurrency, "loadgen-concurrency", 2, "loadgen receiver concurrency in the collector runs")
 	fs.BoolVar(&b.pregenerate, "pregenerate", false, "collector runs: the loadgen receiver builds every batch in memory before the clock starts (about 2.5 KB of collector memory per item: 4.9 GB at 1,000 users); by default it generates while timed")

@@ -31,7 +31,10 @@ import (
 //
 // Every variant loads the same rows, from the dataset's binary COPY files as
 // the exporter's encoder wrote them (each row referencing its context, and
-// the contexts), rewritten before the clock into the variant's columns: the
+// the contexts), rewritten before the clock into the variant's columns, the
+// spans in the exporter's flush-sized COPYs as the ceiling loads them (one
+// COPY of a whole file would make the AI spend capture's transition table
+// spill as no flush does; -ceiling-chunk-rows). The
 // "before" variants put each row's context back into its eight columns, as
 // the schema before version 3 stored it, with the index set of then (the two
 // per-service indexes included). The variants differ only in how they store
@@ -91,7 +94,8 @@ func rowcostVariants() []rowcostVariant {
 		{key: "before", name: "before: context in every row (schema 2)", legacy: true},
 		{key: "after", name: "after: the exporter's schema and rows (schema 6: context dictionary, no service indexes, AI spend capture trigger)", exporter: true},
 		{key: "after-partition", name: "after, spans copied into their partition (schema 8: multi-insert with the capture trigger)", exporter: true, partition: true},
-		{key: "after-long", name: "after, spans copied into their partition, long attribute strings apart (schema 9: the exporter as it is)", exporter: true, partition: true, long: true},
+		{key: "after-long", name: "after, spans copied into their partition, long attribute strings apart (schema 9, the server's work_mem)", exporter: true, partition: true, long: true},
+		{key: "after-wm", name: "after, as the exporter writes: schema 9, work_mem = " + exporterWorkMem + " in its transactions", exporter: true, partition: true, long: true, workMem: exporterWorkMem},
 		{key: "after-partition-wm", name: "after, spans copied into their partition, work_mem = 256MB", exporter: true, partition: true, workMem: "256MB"},
 		{key: "after-nocapture", name: "after without the AI spend capture trigger (schema 4's write cost)", exporter: true, noCapture: true},
 		{key: "dict", name: "context dictionary, same DDL generated"},
@@ -200,6 +204,8 @@ type rowcostResult struct {
 	SpansBytes float64 `json:"spans_bytes_per_row"`
 	LogsUs     float64 `json:"logs_cpu_us_per_row"`
 	LogsBytes  float64 `json:"logs_bytes_per_row"`
+	// SpansCopyRows is the most spans one COPY loaded (0: whole files).
+	SpansCopyRows int `json:"spans_copy_rows"`
 	// PairedVsBefore is the median over the runs of this variant's CPU
 	// divided by "before"'s of the same run, minus one: the runs are
 	// interleaved, so a load that comes and goes on a shared machine
@@ -724,15 +730,63 @@ func (b *bench) rowcostLoad(ctx context.Context, schemaName string, inputs []row
 		if in.into != "" {
 			into = in.into
 		}
-		if _, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(in.data),
-			"COPY "+schema.Qualified(schemaName, into)+" ("+strings.Join(cols, ", ")+") FROM STDIN (FORMAT binary)"); err != nil {
-			return nil, fmt.Errorf("copy %s: %w", in.table, err)
+		chunks := [][]byte{in.data}
+		if in.table == benchLayout.Table(tables.IdxSpans).Store {
+			if chunks, err = copyChunks(in.data, len(in.cols), b.ceilingChunk); err != nil {
+				return nil, fmt.Errorf("%s: %w", in.table, err)
+			}
+		}
+		for _, data := range chunks {
+			if _, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(data),
+				"COPY "+schema.Qualified(schemaName, into)+" ("+strings.Join(cols, ", ")+") FROM STDIN (FORMAT binary)"); err != nil {
+				return nil, fmt.Errorf("copy %s: %w", in.table, err)
+			}
 		}
 		after, err := backendCPU(ctx, conn)
 		if err != nil {
 			return nil, err
 		}
 		out[in.table] += after - before
+	}
+	return out, nil
+}
+
+// copyChunks cuts a binary COPY stream of rows of fields fields into
+// streams of at most n rows each, in order (n <= 0: the stream whole), as
+// the exporter's flushes and the ceiling's \copy (streamFiles) send spans.
+func copyChunks(data []byte, fields, n int) ([][]byte, error) {
+	if n <= 0 {
+		return [][]byte{data}, nil
+	}
+	if len(data) < len(copyHeader)+len(copyTrailer) || !bytes.HasPrefix(data, copyHeader) || !bytes.HasSuffix(data, copyTrailer) {
+		return nil, errCorrupt
+	}
+	body := data[len(copyHeader) : len(data)-len(copyTrailer)]
+	var out [][]byte
+	start, rows := 0, 0
+	for off := 0; off < len(body); {
+		if len(body)-off < 2 || int(int16(binary.BigEndian.Uint16(body[off:]))) != fields {
+			return nil, errCorrupt
+		}
+		off += 2
+		for range fields {
+			if len(body)-off < 4 {
+				return nil, errCorrupt
+			}
+			size := int(int32(binary.BigEndian.Uint32(body[off:])))
+			off += 4
+			if size > 0 {
+				if size > len(body)-off {
+					return nil, errCorrupt
+				}
+				off += size
+			}
+		}
+		if rows++; rows == n || off == len(body) {
+			chunk := append(slices.Clone(copyHeader), body[start:off]...)
+			out = append(out, append(chunk, copyTrailer...))
+			start, rows = off, 0
+		}
 	}
 	return out, nil
 }
@@ -881,6 +935,7 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 			SpansUs: us(p.best["spans_rows"], rowsOf["spans_rows"]), SpansBytes: float64(sz["spans_rows"]) / float64(rowsOf["spans_rows"]),
 			LogsUs: us(p.best["logs_rows"], rowsOf["logs_rows"]), LogsBytes: float64(sz["logs_rows"]) / float64(rowsOf["logs_rows"]),
 			PairedVsBefore: pairedMedian(p.cpu, baseCPU),
+			SpansCopyRows:  max(b.ceilingChunk, 0),
 		})
 	}
 	return out, nil
@@ -917,7 +972,11 @@ func sum(m map[string]time.Duration) time.Duration {
 
 func rowcostMarkdown(rs []rowcostResult) string {
 	var s strings.Builder
-	s.WriteString("## Row cost\n\nPostgreSQL backend CPU µs per row (least of the runs) and bytes per row on disk (heap + TOAST + indexes + dictionary), all tables; then spans and logs alone. Same rows in every variant. *Paired* is the median over the runs of the variant's CPU against before's in the same run (the runs are interleaved).\n\n")
+	load := "each table's rows in one COPY"
+	if len(rs) > 0 && rs[0].SpansCopyRows > 0 {
+		load = fmt.Sprintf("the spans in COPYs of at most %d rows (the exporter's flush size, as the ceiling loads them; `-ceiling-chunk-rows`), the other tables' rows in one COPY each", rs[0].SpansCopyRows)
+	}
+	s.WriteString("## Row cost\n\nPostgreSQL backend CPU µs per row (least of the runs) and bytes per row on disk (heap + TOAST + indexes + dictionary), all tables; then spans and logs alone. Same rows in every variant, " + load + ". *Paired* is the median over the runs of the variant's CPU against before's in the same run (the runs are interleaved).\n\n")
 	s.WriteString("| Variant | µs/row | bytes/row | vs before | paired CPU vs before | spans µs | spans bytes | logs µs | logs bytes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var base *rowcostResult
 	for i := range rs {

@@ -139,6 +139,10 @@ func (c *client) start(ctx context.Context) error {
 	}
 	c.pool = pool
 	c.writer = pgwrite.NewLayoutWriter(pool, c.cfg.Schema, c.layout)
+	if err := c.writer.SetWorkMem(c.cfg.WorkMem); err != nil {
+		pool.Close()
+		return err // Validate refuses it first
+	}
 
 	attemptCtx, cancel := context.WithTimeout(ctx, startAttempt)
 	err = c.prepare(attemptCtx)
@@ -499,6 +503,9 @@ func (c *client) otherLayout(desc []byte) (*tables.Layout, error) {
 	}
 	ow := pgwrite.NewLayoutWriter(c.pool, c.cfg.Schema, l)
 	ow.ShareContexts(c.writer)
+	if err := ow.SetWorkMem(c.cfg.WorkMem); err != nil {
+		return nil, err
+	}
 	c.others[string(desc)] = &otherLayout{layout: l, writer: ow}
 	c.logger.Info("writing stream entries of another column layout (a replica with another promote configuration or release)",
 		zap.Int("layouts", len(c.others)+1))

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 )
 
@@ -63,6 +64,13 @@ type Config struct {
 	// size from 1 works (no stage holds a connection while it waits for
 	// another); writers beyond it wait their turn, at a cost in throughput.
 	MaxConns int32 `mapstructure:"max_conns"`
+	// work_mem is the PostgreSQL work_mem of the exporter's write
+	// transactions (SET LOCAL, so nothing outlives them: safe behind
+	// PgBouncer). The AI spend capture trigger keeps a flush's spans in a
+	// transition table that spills to a temporary file past it; what a
+	// transaction uses is what its flush holds (at most max_bytes), not this
+	// figure. Default 64MB; "" keeps the server's (or the role's) setting.
+	WorkMem string `mapstructure:"work_mem"`
 	// distribution is "" (one PostgreSQL) or "citus": at start, after the
 	// migrations, the tables are distributed on the Citus coordinator named by
 	// endpoint (spans by trace_id; logs, colocated with them, and metrics by
@@ -186,6 +194,9 @@ func (cfg *Config) Validate() error {
 	}
 	if _, err := cfg.layout(); err != nil {
 		errs = errors.Join(errs, err)
+	}
+	if !pgwrite.ValidWorkMem(cfg.WorkMem) {
+		errs = errors.Join(errs, fmt.Errorf(`"work_mem" %q is not a PostgreSQL memory size: a number and one of B, kB, MB, GB, TB (such as 64MB), or "" for the server's`, cfg.WorkMem))
 	}
 	if cfg.MaxConns < 0 {
 		errs = errors.Join(errs, fmt.Errorf(`"max_conns" must be 0 (automatic) or positive, got %d`, cfg.MaxConns))

@@ -89,6 +89,7 @@ func TestLoadConfig(t *testing.T) {
 				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 				QueueConfig:   defaultQueue,
 				MaxConns:      6, // the default queue's 2 consumers × 3 signals
+				WorkMem:       "64MB",
 				RetryConfig: configretry.BackOffConfig{
 					Enabled:             true,
 					InitialInterval:     5 * time.Second,
@@ -128,6 +129,7 @@ func TestLoadConfig(t *testing.T) {
 				Schema:          "telemetry",
 				CreateSchema:    false,
 				MaxConns:        12,
+				WorkMem:         "64MB",
 				QueryExecMode:   "simple_protocol",
 				Indexes:         true,
 				Partitioning:    defaultPartitioningConfig(),
@@ -149,6 +151,7 @@ func TestLoadConfig(t *testing.T) {
 				TimeoutConfig: exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 				QueueConfig:   configoptional.None[exporterhelper.QueueBatchConfig](),
 				MaxConns:      4, // no queue: at least 4
+				WorkMem:       "64MB",
 				RetryConfig: func() configretry.BackOffConfig {
 					r := defaultRetryConfig()
 					r.Enabled = false
@@ -316,6 +319,8 @@ func TestInvalidConfigs(t *testing.T) {
 		"redis_early_ack":             `set "sending_queue::enabled: false"`,
 		"small_queue_explicit_min":    "`min_size` must be less than or equal to `queue_size`",
 		"bad_exec_mode":               `"query_exec_mode" "prepared" is not one of`,
+		"bad_work_mem_unit":           `"work_mem" "64mb" is not a PostgreSQL memory size`,
+		"bad_work_mem_sql":            `"work_mem" "64MB'; DROP TABLE x; --" is not a PostgreSQL memory size`,
 		"bad_distribution":            `"distribution" must be empty or "citus"`,
 		"promote_bad_column":          `column "user-id" is not a valid identifier`,
 		"promote_builtin_column":      `collides with a built-in column of spans`,

@@ -31,6 +31,7 @@ func createDefaultConfig() component.Config {
 		TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 		QueueConfig:     queue,
 		MaxConns:        defaultMaxConns(queue),
+		WorkMem:         "64MB",
 		RetryConfig:     defaultRetryConfig(),
 		Schema:          "otel",
 		CreateSchema:    true,

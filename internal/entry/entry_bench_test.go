@@ -48,6 +48,20 @@ func BenchmarkEntry(b *testing.B) {
 			}
 			perSpan(b)
 		})
+		b.Run("op=range/codec="+c.name, func(b *testing.B) {
+			var s entry.Entries
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Reset(tables.DefaultLayout())
+				if err := s.Add(ent); err != nil {
+					b.Fatal(err)
+				}
+				if _, _, ok := s.FirstInt64Range(tables.IdxSpans); !ok {
+					b.Fatal("no range")
+				}
+			}
+			perSpan(b)
+		})
 		b.Run("op=stream/codec="+c.name, func(b *testing.B) {
 			var s entry.Entries
 			b.ReportAllocs()

@@ -152,7 +152,7 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 	var out []TableResult
 	var stats IsolationStats
 	var ids [][16]byte
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, w.pool, w.tx, func(tx pgx.Tx) error {
 		out = out[:0]
 		b.ClearRejects()
 		s := isolator{w: w, b: b, pc: tx.Conn().PgConn(), first: first, citus: CitusForwarded(first),

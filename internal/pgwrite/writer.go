@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -44,7 +45,32 @@ type Writer struct {
 	ledgerTable     string
 	quarantineTable string
 	rejectsSQL      string
+	tx              pgx.TxOptions        // how each write's transaction begins (SetWorkMem)
 	onIsolate       func(IsolationStats) // tests observe isolation here
+}
+
+// workMem is a PostgreSQL memory size as SET takes it: a number and an
+// optional unit, nothing that needs quoting.
+var workMem = regexp.MustCompile(`^[1-9][0-9]{0,9}(B|kB|MB|GB|TB)?$`)
+
+// ValidWorkMem says whether v can be given to SetWorkMem ("" included).
+func ValidWorkMem(v string) bool { return v == "" || workMem.MatchString(v) }
+
+// SetWorkMem makes every write's transaction run with work_mem v (SET
+// LOCAL, sent with its BEGIN: no round trip more, nothing left on a pooled
+// or PgBouncer server connection afterwards); "" keeps the server's. The AI
+// spend capture trigger holds a COPY's spans in a transition table, at full
+// width, which spills to a temporary file past work_mem (the server's
+// default is 4MB). Call it before the first write.
+func (w *Writer) SetWorkMem(v string) error {
+	if !ValidWorkMem(v) {
+		return fmt.Errorf("work_mem %q is not a PostgreSQL memory size such as 64MB", v)
+	}
+	w.tx = pgx.TxOptions{}
+	if v != "" {
+		w.tx.BeginQuery = "BEGIN; SET LOCAL work_mem = '" + v + "'"
+	}
+	return nil
 }
 
 // NewWriter prepares the COPY statements of the built-in tables
@@ -157,7 +183,7 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 	var out []TableResult
 	var ids [][16]byte
 	w.partitions.refresh(ctx, w.pool)
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, w.pool, w.tx, func(tx pgx.Tx) error {
 		out = out[:0]
 		if l != nil {
 			if err := w.insertLedger(ctx, tx, l); err != nil {
