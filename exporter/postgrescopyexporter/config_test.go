@@ -129,7 +129,7 @@ func TestLoadConfig(t *testing.T) {
 				Schema:          "telemetry",
 				CreateSchema:    false,
 				MaxConns:        12,
-				WorkMem:         "64MB",
+				WorkMem:         "16MB",
 				QueryExecMode:   "simple_protocol",
 				Indexes:         true,
 				Partitioning:    defaultPartitioningConfig(),
