@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
@@ -76,7 +77,7 @@ func (b *bench) intoPartitions(ctx context.Context, schemaName string, groups []
 // which its write transactions set: the ceiling's \copy sessions set it too,
 // and so does rowcost's variant of the exporter as it is, so that both
 // spare the AI spend capture's transition table the same spill.
-const exporterWorkMem = "64MB"
+const exporterWorkMem = pgwrite.DefaultWorkMem
 
 // psqlCopy runs one psql session that \copies the given files in turn, with
 // the exporter's work_mem.

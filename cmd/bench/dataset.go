@@ -69,46 +69,53 @@ func (d *dataset) chunks(path string, n int) ([]string, error) {
 	}
 	defer r.Close()
 	var out []string
-	var buf []byte
-	rowsIn := 0
-	flush := func() error {
-		if rowsIn == 0 {
-			return nil
-		}
+	err = cutRows(r, 0, n, func(chunk []byte) error {
 		name := fmt.Sprintf("%s.%d-%d", path, n, len(out))
-		if err := os.WriteFile(name, append(buf, copyTrailer...), 0o600); err != nil {
-			return err
-		}
 		out = append(out, name)
-		buf, rowsIn = buf[:0], 0
-		return nil
-	}
-	for {
-		_, err := r.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if rowsIn == 0 {
-			buf = append(buf[:0], copyHeader...)
-		}
-		buf = append(buf, r.raw...)
-		if rowsIn++; rowsIn == n {
-			if err := flush(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return nil, err
+		return os.WriteFile(name, chunk, 0o600)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if d.split == nil {
 		d.split = map[string][]string{}
 	}
 	d.split[key] = out
 	return out, nil
+}
+
+// cutRows passes r's rows to emit as binary COPY streams of at most n rows
+// each, in order; with fields > 0 a row of another field count is an error.
+// emit's chunk is reused after it returns.
+func cutRows(r *copyReader, fields, n int, emit func(chunk []byte) error) error {
+	var buf []byte
+	rows := 0
+	for {
+		f, err := r.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if fields > 0 && len(f) != fields {
+			return fmt.Errorf("a row of %d fields, not %d", len(f), fields)
+		}
+		if rows == 0 {
+			buf = append(buf[:0], copyHeader...)
+		}
+		buf = append(buf, r.raw...)
+		if rows++; rows == n {
+			if err := emit(append(buf, copyTrailer...)); err != nil {
+				return err
+			}
+			rows = 0
+		}
+	}
+	if rows > 0 {
+		return emit(append(buf, copyTrailer...))
+	}
+	return nil
 }
 
 func (d *dataset) totalRows() int64 {
@@ -260,12 +267,12 @@ func (d *dataset) newContexts(b *rows.Batch) ([]byte, int) {
 	return out, n
 }
 
-// copyReader reads the rows of one binary COPY file. Each row comes back as
-// its fields' raw bytes (nil for NULL), in the binary send format of each
+// copyReader reads the rows of one binary COPY stream. Each row comes back
+// as its fields' raw bytes (nil for NULL), in the binary send format of each
 // column's type.
 type copyReader struct {
 	r      *bufio.Reader
-	f      *os.File
+	f      io.Closer // the file read, if any
 	fields [][]byte
 	buf    []byte
 	// raw is the row as it appears in the file, field count included; the
@@ -278,16 +285,31 @@ func openCopyFile(name string) (*copyReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := bufio.NewReaderSize(f, 1<<20)
-	hdr := make([]byte, len(copyHeader))
-	if _, err := io.ReadFull(r, hdr); err != nil || string(hdr) != string(copyHeader) {
+	c, err := newCopyReader(f)
+	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: not a binary COPY file", name)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return &copyReader{r: r, f: f}, nil
+	c.f = f
+	return c, nil
 }
 
-func (c *copyReader) Close() error { return c.f.Close() }
+// newCopyReader reads the binary COPY stream src, past its header.
+func newCopyReader(src io.Reader) (*copyReader, error) {
+	r := bufio.NewReaderSize(src, 1<<20)
+	hdr := make([]byte, len(copyHeader))
+	if _, err := io.ReadFull(r, hdr); err != nil || string(hdr) != string(copyHeader) {
+		return nil, errors.New("not a binary COPY file")
+	}
+	return &copyReader{r: r}, nil
+}
+
+func (c *copyReader) Close() error {
+	if c.f == nil {
+		return nil
+	}
+	return c.f.Close()
+}
 
 var errCorrupt = errors.New("truncated binary COPY row")
 

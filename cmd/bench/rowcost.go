@@ -192,6 +192,9 @@ type rowcostInput struct {
 	cols  []string // in COPY order
 	data  []byte   // binary COPY
 	rows  int64
+	// copies is data as it is copied: the spans cut into COPYs of
+	// -ceiling-chunk-rows rows, once, before any run.
+	copies [][]byte
 }
 
 type rowcostResult struct {
@@ -730,13 +733,7 @@ func (b *bench) rowcostLoad(ctx context.Context, schemaName string, inputs []row
 		if in.into != "" {
 			into = in.into
 		}
-		chunks := [][]byte{in.data}
-		if in.table == benchLayout.Table(tables.IdxSpans).Store {
-			if chunks, err = copyChunks(in.data, len(in.cols), b.ceilingChunk); err != nil {
-				return nil, fmt.Errorf("%s: %w", in.table, err)
-			}
-		}
-		for _, data := range chunks {
+		for _, data := range in.copies {
 			if _, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(data),
 				"COPY "+schema.Qualified(schemaName, into)+" ("+strings.Join(cols, ", ")+") FROM STDIN (FORMAT binary)"); err != nil {
 				return nil, fmt.Errorf("copy %s: %w", in.table, err)
@@ -758,37 +755,16 @@ func copyChunks(data []byte, fields, n int) ([][]byte, error) {
 	if n <= 0 {
 		return [][]byte{data}, nil
 	}
-	if len(data) < len(copyHeader)+len(copyTrailer) || !bytes.HasPrefix(data, copyHeader) || !bytes.HasSuffix(data, copyTrailer) {
-		return nil, errCorrupt
+	r, err := newCopyReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
 	}
-	body := data[len(copyHeader) : len(data)-len(copyTrailer)]
 	var out [][]byte
-	start, rows := 0, 0
-	for off := 0; off < len(body); {
-		if len(body)-off < 2 || int(int16(binary.BigEndian.Uint16(body[off:]))) != fields {
-			return nil, errCorrupt
-		}
-		off += 2
-		for range fields {
-			if len(body)-off < 4 {
-				return nil, errCorrupt
-			}
-			size := int(int32(binary.BigEndian.Uint32(body[off:])))
-			off += 4
-			if size > 0 {
-				if size > len(body)-off {
-					return nil, errCorrupt
-				}
-				off += size
-			}
-		}
-		if rows++; rows == n || off == len(body) {
-			chunk := append(slices.Clone(copyHeader), body[start:off]...)
-			out = append(out, append(chunk, copyTrailer...))
-			start, rows = off, 0
-		}
-	}
-	return out, nil
+	err = cutRows(r, fields, n, func(chunk []byte) error {
+		out = append(out, slices.Clone(chunk))
+		return nil
+	})
+	return out, err
 }
 
 // partitionHolding names the partition of table that holds every row of
@@ -882,6 +858,15 @@ func (b *bench) runRowcost(ctx context.Context, ds *dataset, keys []string) ([]r
 			p.schema = b.prefix + "_rowcost_" + strconv.Itoa(i)
 			if p.inputs, err = b.rowcostSchema(ctx, p.schema, src, ds, v); err != nil {
 				return nil, fmt.Errorf("variant %s: %w", v.key, err)
+			}
+		}
+		for k := range p.inputs {
+			in := &p.inputs[k]
+			in.copies = [][]byte{in.data}
+			if in.table == benchLayout.Table(tables.IdxSpans).Store {
+				if in.copies, err = copyChunks(in.data, len(in.cols), b.ceilingChunk); err != nil {
+					return nil, fmt.Errorf("variant %s: %s: %w", v.key, in.table, err)
+				}
 			}
 		}
 		ps = append(ps, p)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 )
 
 // NewFactory creates the postgrescopy exporter factory.
@@ -31,7 +32,7 @@ func createDefaultConfig() component.Config {
 		TimeoutConfig:   exporterhelper.TimeoutConfig{Timeout: 30 * time.Second},
 		QueueConfig:     queue,
 		MaxConns:        defaultMaxConns(queue),
-		WorkMem:         "64MB",
+		WorkMem:         pgwrite.DefaultWorkMem,
 		RetryConfig:     defaultRetryConfig(),
 		Schema:          "otel",
 		CreateSchema:    true,

@@ -49,6 +49,10 @@ type Writer struct {
 	onIsolate       func(IsolationStats) // tests observe isolation here
 }
 
+// DefaultWorkMem is the work_mem the exporter gives its writes unless
+// configured otherwise: more than a flush's spans at the default flush size.
+const DefaultWorkMem = "64MB"
+
 // workMem is a PostgreSQL memory size as SET takes it: a number and an
 // optional unit, nothing that needs quoting.
 var workMem = regexp.MustCompile(`^[1-9][0-9]{0,9}(B|kB|MB|GB|TB)?$`)
