@@ -67,6 +67,13 @@ type redisSide struct {
 	// epochs holds each stream's epoch marker as last seen: one that
 	// vanishes or changes means Redis lost the stream.
 	epochs map[string]string
+	// recent are the entries added lately, by stream (made at start, then
+	// only read); nodes the run id of the server last seen holding each
+	// stream (and its epoch then), suspects the entries missing since it
+	// changed (redis_failover.go).
+	recent   map[string]*recentAdds
+	nodes    map[string]nodeSeen
+	suspects map[string]*failoverSuspects
 	// durability as last read; durabilityRead once it was.
 	durability     coord.Durability
 	durabilityRead bool
@@ -222,6 +229,9 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 		shards:   map[string][]*coord.Stream{},
 		stats:    map[string]shardStats{},
 		epochs:   map[string]string{},
+		recent:   map[string]*recentAdds{},
+		nodes:    map[string]nodeSeen{},
+		suspects: map[string]*failoverSuspects{},
 	}
 	if rs.consumer == "" {
 		rs.consumer = defaultConsumerName()
@@ -241,6 +251,7 @@ func (c *client) startRedis(ctx, bg context.Context) error {
 			s := coord.NewStream(rs.rdb, coord.ShardKeys(rc.KeyPrefix, sig, i), rs.bounds(), rs.consumer)
 			s.RequireReplicas(rc.MinReplicas, rc.ReplicaTimeout)
 			rs.adders[sig] = append(rs.adders[sig], s)
+			rs.recent[s.Name()] = &recentAdds{}
 		}
 	}
 	rs.bg = bg
@@ -469,9 +480,11 @@ func (c *client) checkShard(ctx context.Context, sig string, s *coord.Stream) {
 	}
 	// Before the first group creation (Redis unreachable at start)
 	// there is nothing to compare with: the workers create it.
-	if known != "" && st.Epoch != known {
+	wholesale := known != "" && st.Epoch != known
+	if wholesale {
 		rs.lost(ctx, c, sig, stream, known, st)
 	}
+	c.auditFailover(ctx, sig, s, wholesale)
 	rs.mu.Lock()
 	rs.stats[stream] = shardStats{sig: sig, Stats: st}
 	rs.mu.Unlock()
@@ -502,7 +515,8 @@ func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte
 	rs := c.redis
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", signal)))
 	shards := rs.adders[signal]
-	_, err := shards[shardOf(key, len(shards))].AddEntry(ctx, key, entry.Format, payload, items)
+	s := shards[shardOf(key, len(shards))]
+	id, err := s.AddEntry(ctx, key, entry.Format, payload, items)
 	if errors.Is(err, coord.ErrBackpressure) {
 		c.tel.PostgrescopyBackpressure.Add(ctx, 1, attrs)
 		return exporterhelper.NewThrottleRetry(err, backpressureDelay)
@@ -514,6 +528,7 @@ func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte
 	if err != nil {
 		return fmt.Errorf("%s: %w", rs.addr, err)
 	}
+	rs.recent[s.Name()].add(addedEntry{id: id, key: key, items: items, at: time.Now()})
 	c.tel.PostgrescopyEntriesAdded.Add(ctx, 1, attrs)
 	return nil
 }

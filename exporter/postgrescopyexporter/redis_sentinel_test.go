@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
@@ -115,8 +116,8 @@ func sentinelConfig(t *testing.T, primary *redisServer, sentinels []string, sent
 // primary with SIGKILL, waits for the sentinels to promote the replica,
 // brings the old primary back (empty: no persistence), which the sentinels
 // make a replica of the new one, and loads on. It returns what reached
-// PostgreSQL.
-func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) chaosVerdict {
+// PostgreSQL, and the exporter's logs.
+func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (chaosVerdict, *observer.ObservedLogs) {
 	pool := pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
 	const dataPassword, sentinelPassword = "data-secret", "sentinel-secret"
@@ -187,7 +188,29 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) ch
 	v := load.verdict(t, schemaName, 60*time.Second)
 	t.Logf("min_replicas %d, replication link cut %s before the kill: %s", minReplicas, partition, v)
 	assert.Zero(t, v.Duplicated, "a span stored twice")
-	return v
+	return v, logs
+}
+
+// failoverLossReported is the spans the exporter reported lost in failovers
+// (its Error logs' lost_items), waiting up to wait for the report of a loss
+// the test saw (the audit waits failoverGrace maintenance ticks).
+func failoverLossReported(t *testing.T, logs *observer.ObservedLogs, want int, wait time.Duration) int {
+	t.Helper()
+	sum := func() int {
+		n := 0
+		for _, e := range logs.FilterMessageSnippet("Redis lost entries in a failover").All() {
+			assert.Equal(t, zapcore.ErrorLevel, e.Level)
+			n += int(e.ContextMap()["lost_items"].(int64))
+		}
+		return n
+	}
+	for deadline := time.Now().Add(wait); want > 0 && sum() < want && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, e := range logs.FilterMessageSnippet("server holding a stream changed").All() {
+		t.Logf("%s %v", e.Message, e.ContextMap())
+	}
+	return sum()
 }
 
 // TestRedisSentinelFailoverWithMinReplicasLosesNothing: with min_replicas 1
@@ -196,23 +219,27 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) ch
 // entry, though it lagged 1.5s behind (the requests of that time were
 // refused, retryable): each is stored exactly once.
 func TestRedisSentinelFailoverWithMinReplicasLosesNothing(t *testing.T) {
-	v := sentinelFailover(t, 1, failoverLag)
+	v, logs := sentinelFailover(t, 1, failoverLag)
 	require.Positive(t, v.Acked)
 	assert.Zero(t, v.Missing, "acknowledged spans lost in the failover")
+	assert.Zero(t, failoverLossReported(t, logs, 0, 0), "a loss reported where nothing was lost")
+	assert.NotEmpty(t, logs.FilterMessageSnippet("server holding a stream changed").All(), "the failover went unnoticed")
 }
 
 // TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss: without
 // min_replicas replication is asynchronous, and what the primary
 // acknowledged but its replica had not received (1.5s of lag here) is lost
-// in the failover, silently (the README gives the figure measured here).
-// Nothing is stored twice.
+// in the failover (the README gives the figure measured here). The exporter
+// must say so, with exactly what was lost. Nothing is stored twice.
 func TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss(t *testing.T) {
-	v := sentinelFailover(t, 0, failoverLag)
+	v, logs := sentinelFailover(t, 0, failoverLag)
 	require.Positive(t, v.Acked)
 	t.Logf("lost in the failover without min_replicas: %d of %d acknowledged spans", v.Missing, v.Acked)
 	// The scenario must lose what the replica lacked, or the test with
 	// min_replicas would prove nothing.
 	assert.Positive(t, v.Missing, "the replica lagged %s: what the primary acknowledged meanwhile must be missing", failoverLag)
+	assert.Equal(t, v.Missing, failoverLossReported(t, logs, v.Missing, 10*time.Second),
+		"the spans the exporter reported lost in the failover, against those missing from PostgreSQL")
 }
 
 // failoverLag is how far the replica lags when its primary is killed.

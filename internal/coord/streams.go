@@ -535,6 +535,53 @@ func (s *Stream) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
+// Node identifies the Redis server that holds the stream (its run_id): the
+// primary, or on a cluster the primary of the stream's slot. It changes when
+// that server is replaced: a failover, a restart, a slot moved elsewhere.
+func (s *Stream) Node(ctx context.Context) (string, error) {
+	node := redis.Cmdable(s.rdb)
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		primary, err := cc.MasterForKey(ctx, s.keys.Stream)
+		if err != nil {
+			return "", fmt.Errorf("primary of %s: %w", s.keys.Stream, err)
+		}
+		node = primary
+	}
+	info, err := node.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("info server of the node of %s: %w", s.keys.Stream, err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("info server of the node of %s: no run_id", s.keys.Stream)
+}
+
+// Present reports which of the entry ids are in the stream, in one round
+// trip.
+func (s *Stream) Present(ctx context.Context, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.XRangeN(ctx, s.keys.Stream, id, id, 1)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		msgs, err := cmd.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("look up entries of %s: %w", s.keys.Stream, err)
+		}
+		out[ids[i]] = len(msgs) > 0
+	}
+	return out, nil
+}
+
 // PruneConsumers removes consumers of the group, other than this one, that
 // have nothing pending and were idle longer than idle: every replica start
 // adds a consumer name, and dead names would otherwise pile up.

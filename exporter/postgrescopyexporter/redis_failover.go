@@ -1,0 +1,189 @@
+package postgrescopyexporter
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/postgrescopy/postgrescopy/internal/coord"
+)
+
+// A failover to a replica that had not received the latest entries keeps the
+// stream and its epoch: only the entries are gone. Each collector remembers
+// the entries it added lately; when the server holding a stream changes, it
+// looks them up, and those neither in the stream nor in the ledger were
+// lost.
+const (
+	// failoverWindow is how far back the entries are remembered: a replica
+	// lagging further behind loses entries this does not see.
+	failoverWindow = time.Minute
+	// failoverTracked bounds the entries remembered per stream.
+	failoverTracked = 100_000
+	// failoverGrace is how many maintenance ticks a suspect waits before it is
+	// counted lost: a worker that read it before the failover may still be
+	// committing it.
+	failoverGrace = 2
+)
+
+// addedEntry is an entry this collector added.
+type addedEntry struct {
+	id, key string
+	items   int
+	at      time.Time
+}
+
+// recentAdds are the entries this collector added to one stream within
+// failoverWindow, oldest first.
+type recentAdds struct {
+	mu   sync.Mutex
+	list []addedEntry
+	head int
+}
+
+func (r *recentAdds) add(e addedEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list = append(r.list, e)
+	for r.head < len(r.list) && (len(r.list)-r.head > failoverTracked || e.at.Sub(r.list[r.head].at) > failoverWindow) {
+		r.head++
+	}
+	if r.head > len(r.list)/2 {
+		r.list = append(r.list[:0], r.list[r.head:]...)
+		r.head = 0
+	}
+}
+
+// snapshot returns the entries remembered, oldest first (none for a stream
+// this collector does not add to: a shard being drained).
+func (r *recentAdds) snapshot() []addedEntry {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]addedEntry(nil), r.list[r.head:]...)
+}
+
+// nodeSeen is the server last seen holding a stream, and the stream's epoch
+// then: a new epoch means the stream itself was lost (reportLoss), not some
+// of its entries.
+type nodeSeen struct{ runID, epoch string }
+
+// failoverSuspects are entries missing from a stream after its server
+// changed, not (yet) in the ledger.
+type failoverSuspects struct {
+	entries  []addedEntry
+	from, to string // the servers' run ids
+	ticks    int    // maintenance ticks waited
+}
+
+// auditFailover notices that the server holding s changed and looks up the
+// entries this collector added lately; those still neither in the stream nor
+// in the ledger failoverGrace ticks later are reported lost. wholesale says
+// that the stream itself was lost (reportLoss said so): nothing to look up.
+func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream, wholesale bool) {
+	rs := c.redis
+	stream := s.Keys().Stream
+	rs.mu.Lock()
+	seen, sus, epoch := rs.nodes[stream], rs.suspects[stream], rs.epochs[stream]
+	rs.mu.Unlock()
+	known := seen.runID
+	wholesale = wholesale || (known != "" && seen.epoch != epoch)
+	if sus != nil {
+		sus.ticks++
+		if sus.ticks >= failoverGrace {
+			if lost, ok := c.uncommitted(ctx, s, sus.entries); ok {
+				rs.mu.Lock()
+				delete(rs.suspects, stream)
+				rs.mu.Unlock()
+				if len(lost) > 0 {
+					c.reportFailoverLoss(ctx, sig, stream, lost, sus.from, sus.to)
+				}
+			}
+		}
+	}
+	node, err := s.Node(ctx)
+	if err != nil || (node == known && !wholesale) {
+		return
+	}
+	if known == "" || wholesale {
+		rs.mu.Lock()
+		delete(rs.suspects, stream)
+		rs.nodes[stream] = nodeSeen{node, epoch}
+		rs.mu.Unlock()
+		return
+	}
+	added := rs.recent[stream].snapshot()
+	ids := make([]string, len(added))
+	for i, e := range added {
+		ids[i] = e.id
+	}
+	present, err := s.Present(ctx, ids)
+	if err != nil {
+		return // the next tick tries again
+	}
+	var missing []addedEntry
+	for _, e := range added {
+		if !present[e.id] {
+			missing = append(missing, e)
+		}
+	}
+	suspects, ok := c.uncommitted(ctx, s, missing)
+	if !ok {
+		return
+	}
+	c.logger.Info("the Redis server holding a stream changed (a failover, a restart or a moved slot); the entries this collector added lately were looked up",
+		zap.String("redis", rs.addr), zap.String("stream", stream), zap.String("from_run_id", known), zap.String("to_run_id", node),
+		zap.Int("entries_looked_up", len(added)), zap.Int("missing_and_not_written", len(suspects)))
+	rs.mu.Lock()
+	rs.nodes[stream] = nodeSeen{node, epoch}
+	if len(suspects) > 0 {
+		rs.suspects[stream] = &failoverSuspects{entries: suspects, from: known, to: node}
+	}
+	rs.mu.Unlock()
+}
+
+// uncommitted returns the entries of es whose request keys are not in the
+// ledger; ok is false when the ledger could not be read.
+func (c *client) uncommitted(ctx context.Context, s *coord.Stream, es []addedEntry) ([]addedEntry, bool) {
+	if len(es) == 0 {
+		return nil, true
+	}
+	keys := make([]string, len(es))
+	for i, e := range es {
+		keys[i] = e.key
+	}
+	done, err := c.writer.Committed(ctx, s.Ledger(), keys)
+	if err != nil {
+		return nil, false
+	}
+	var out []addedEntry
+	for _, e := range es {
+		if !done[e.key] {
+			out = append(out, e)
+		}
+	}
+	return out, true
+}
+
+// reportFailoverLoss says loudly which entries a failover lost.
+func (c *client) reportFailoverLoss(ctx context.Context, sig, stream string, lost []addedEntry, from, to string) {
+	items := 0
+	for _, e := range lost {
+		items += e.items
+	}
+	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", sig)))
+	c.tel.PostgrescopyRedisDataLoss.Add(ctx, 1, attrs)
+	c.tel.PostgrescopyRedisLostEntries.Add(ctx, int64(len(lost)), attrs)
+	c.logger.Error("Redis lost entries in a failover: the server now holding the stream lacks entries this collector added, "+
+		"and they are not in PostgreSQL; the requests were acknowledged to clients and are lost. "+
+		"Set redis::min_replicas to 1 so that a request is acknowledged only once a replica holds it",
+		zap.String("redis", c.redis.addr), zap.String("signal", sig), zap.String("stream", stream),
+		zap.Int("lost_entries", len(lost)), zap.Int("lost_items", items),
+		zap.String("first_lost_id", lost[0].id), zap.String("last_lost_id", lost[len(lost)-1].id),
+		zap.String("from_run_id", from), zap.String("to_run_id", to))
+}
