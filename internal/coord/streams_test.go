@@ -340,3 +340,32 @@ func TestReadNewUnderAMillisecondReturns(t *testing.T) {
 	assert.Empty(t, entries)
 	assert.Less(t, time.Since(begin), time.Second)
 }
+
+// TestNodeAndPresent: Node names the server (its run_id, the same on every
+// call), and Present finds the entries in the stream and not one deleted
+// after its rows were committed (Ack) nor one never added.
+func TestNodeAndPresent(t *testing.T) {
+	s, rdb := testStream(t, Bounds{})
+	ctx := context.Background()
+	node, err := s.Node(ctx)
+	require.NoError(t, err)
+	want, err := rdb.Info(ctx, "server").Result()
+	require.NoError(t, err)
+	assert.Len(t, node, 40)
+	assert.Contains(t, want, "run_id:"+node)
+	again, err := s.Node(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, node, again)
+
+	a, err := s.AddEntry(ctx, "ka", "", payloadOf(10, 1), 1)
+	require.NoError(t, err)
+	b, err := s.AddEntry(ctx, "kb", "", payloadOf(10, 2), 1)
+	require.NoError(t, err)
+	read, err := s.ReadNew(ctx, 10, 0)
+	require.NoError(t, err)
+	require.Len(t, read, 2)
+	require.NoError(t, s.Ack(ctx, read[:1])) // a: written and deleted
+	got, err := s.Present(ctx, []string{a, b, "1-1"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]bool{a: false, b: true, "1-1": false}, got)
+}
