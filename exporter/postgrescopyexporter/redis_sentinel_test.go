@@ -116,8 +116,8 @@ func sentinelConfig(t *testing.T, primary *redisServer, sentinels []string, sent
 // primary with SIGKILL, waits for the sentinels to promote the replica,
 // brings the old primary back (empty: no persistence), which the sentinels
 // make a replica of the new one, and loads on. It returns what reached
-// PostgreSQL, and the exporter's logs.
-func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (chaosVerdict, *observer.ObservedLogs) {
+// PostgreSQL, and the exporter's logs and telemetry.
+func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (chaosVerdict, *observer.ObservedLogs, *componenttest.Telemetry) {
 	pool := pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
 	const dataPassword, sentinelPassword = "data-secret", "sentinel-secret"
@@ -127,7 +127,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 	replica := startRedisReplicaVia(t, primary, link.Addr())
 	sentinels := startSentinels(t, primary, 1, 3, sentinelPassword)
 	cfg, schemaName := sentinelConfig(t, primary, sentinels, sentinelPassword, minReplicas)
-	te, _, logs := startObservedTraces(t, cfg)
+	te, tel, logs := startObservedTraces(t, cfg)
 	said := logs.FilterMessageSnippet("Redis persistence").All()
 	require.Len(t, said, 1)
 	t.Logf("start-up: %s %v", said[0].Message, said[0].ContextMap())
@@ -188,7 +188,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 	v := load.verdict(t, schemaName, 60*time.Second)
 	t.Logf("min_replicas %d, replication link cut %s before the kill: %s", minReplicas, partition, v)
 	assert.Zero(t, v.Duplicated, "a span stored twice")
-	return v, logs
+	return v, logs, tel
 }
 
 // failoverLossReported is the spans the exporter reported lost in failovers
@@ -219,10 +219,11 @@ func failoverLossReported(t *testing.T, logs *observer.ObservedLogs, want int, w
 // entry, though it lagged 1.5s behind (the requests of that time were
 // refused, retryable): each is stored exactly once.
 func TestRedisSentinelFailoverWithMinReplicasLosesNothing(t *testing.T) {
-	v, logs := sentinelFailover(t, 1, failoverLag)
+	v, logs, tel := sentinelFailover(t, 1, failoverLag)
 	require.Positive(t, v.Acked)
 	assert.Zero(t, v.Missing, "acknowledged spans lost in the failover")
 	assert.Zero(t, failoverLossReported(t, logs, 0, 0), "a loss reported where nothing was lost")
+	assert.Zero(t, counterWhere(t, tel, "otelcol_postgrescopy_redis_data_loss", "signal", "traces"))
 	assert.NotEmpty(t, logs.FilterMessageSnippet("server holding a stream changed").All(), "the failover went unnoticed")
 }
 
@@ -232,7 +233,7 @@ func TestRedisSentinelFailoverWithMinReplicasLosesNothing(t *testing.T) {
 // in the failover (the README gives the figure measured here). The exporter
 // must say so, with exactly what was lost. Nothing is stored twice.
 func TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss(t *testing.T) {
-	v, logs := sentinelFailover(t, 0, failoverLag)
+	v, logs, tel := sentinelFailover(t, 0, failoverLag)
 	require.Positive(t, v.Acked)
 	t.Logf("lost in the failover without min_replicas: %d of %d acknowledged spans", v.Missing, v.Acked)
 	// The scenario must lose what the replica lacked, or the test with
@@ -240,6 +241,13 @@ func TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss(t *testing.T) {
 	assert.Positive(t, v.Missing, "the replica lagged %s: what the primary acknowledged meanwhile must be missing", failoverLag)
 	assert.Equal(t, v.Missing, failoverLossReported(t, logs, v.Missing, 10*time.Second),
 		"the spans the exporter reported lost in the failover, against those missing from PostgreSQL")
+	var entries int64
+	for _, e := range logs.FilterMessageSnippet("Redis lost entries in a failover").All() {
+		entries += e.ContextMap()["lost_entries"].(int64)
+	}
+	assert.Positive(t, entries)
+	assert.Equal(t, entries, counterWhere(t, tel, "otelcol_postgrescopy_redis_lost_entries", "signal", "traces"), "the entries counted lost")
+	assert.EqualValues(t, 1, counterWhere(t, tel, "otelcol_postgrescopy_redis_data_loss", "signal", "traces"), "one failover, one loss")
 }
 
 // failoverLag is how far the replica lags when its primary is killed.
