@@ -23,10 +23,10 @@ const (
 	failoverWindow = time.Minute
 	// failoverTracked bounds the entries remembered per stream.
 	failoverTracked = 100_000
-	// failoverGrace is how many maintenance ticks a suspect waits before it is
-	// counted lost: a worker that read it before the failover may still be
-	// committing it.
-	failoverGrace = 2
+	// failoverGrace is how long a suspect waits, and at least two
+	// maintenance ticks, before it is counted lost: a worker that read it
+	// before the failover may still be committing it.
+	failoverGrace = 5 * time.Second
 )
 
 // addedEntry is an entry this collector added.
@@ -78,12 +78,13 @@ type nodeSeen struct{ runID, epoch string }
 type failoverSuspects struct {
 	entries  []addedEntry
 	from, to string // the servers' run ids
-	ticks    int    // maintenance ticks waited
+	since    time.Time
+	ticks    int // maintenance ticks waited
 }
 
 // auditFailover notices that the server holding s changed and looks up the
 // entries this collector added lately; those still neither in the stream nor
-// in the ledger failoverGrace ticks later are reported lost. wholesale says
+// in the ledger failoverGrace later are reported lost. wholesale says
 // that the stream itself was lost (reportLoss said so): nothing to look up.
 func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream, wholesale bool) {
 	rs := c.redis
@@ -95,7 +96,7 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 	wholesale = wholesale || (known != "" && seen.epoch != epoch)
 	if sus != nil {
 		sus.ticks++
-		if sus.ticks >= failoverGrace {
+		if sus.ticks >= 2 && time.Since(sus.since) >= failoverGrace {
 			if lost, ok := c.uncommitted(ctx, s, sus.entries); ok {
 				rs.mu.Lock()
 				delete(rs.suspects, stream)
@@ -142,7 +143,7 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 	rs.mu.Lock()
 	rs.nodes[stream] = nodeSeen{node, epoch}
 	if len(suspects) > 0 {
-		rs.suspects[stream] = &failoverSuspects{entries: suspects, from: known, to: node}
+		rs.suspects[stream] = &failoverSuspects{entries: suspects, from: known, to: node, since: time.Now()}
 	}
 	rs.mu.Unlock()
 }
