@@ -97,7 +97,7 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 	if sus != nil {
 		sus.ticks++
 		if sus.ticks >= 2 && time.Since(sus.since) >= failoverGrace {
-			if lost, ok := c.uncommitted(ctx, s, sus.entries); ok {
+			if lost, ok := c.missing(ctx, s, sus.entries); ok {
 				rs.mu.Lock()
 				delete(rs.suspects, stream)
 				rs.mu.Unlock()
@@ -119,23 +119,9 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 		return
 	}
 	added := rs.recent[stream].snapshot()
-	ids := make([]string, len(added))
-	for i, e := range added {
-		ids[i] = e.id
-	}
-	present, err := s.Present(ctx, ids)
-	if err != nil {
-		return // the next tick tries again
-	}
-	var missing []addedEntry
-	for _, e := range added {
-		if !present[e.id] {
-			missing = append(missing, e)
-		}
-	}
-	suspects, ok := c.uncommitted(ctx, s, missing)
+	suspects, ok := c.missing(ctx, s, added)
 	if !ok {
-		return
+		return // the next tick tries again
 	}
 	c.logger.Info("the Redis server holding a stream changed (a failover, a restart or a moved slot); the entries this collector added lately were looked up",
 		zap.String("redis", rs.addr), zap.String("stream", stream), zap.String("from_run_id", known), zap.String("to_run_id", node),
@@ -148,22 +134,40 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 	rs.mu.Unlock()
 }
 
-// uncommitted returns the entries of es whose request keys are not in the
-// ledger; ok is false when the ledger could not be read.
-func (c *client) uncommitted(ctx context.Context, s *coord.Stream, es []addedEntry) ([]addedEntry, bool) {
+// missing returns the entries of es neither in the stream nor, by their
+// request keys, in the ledger: the stream first, as an entry leaves it only
+// once its rows are committed. Looked up again when the grace ends, an entry
+// back in the stream (the client had reached a server without it, and is
+// back) is not lost. ok is false when either could not be read.
+func (c *client) missing(ctx context.Context, s *coord.Stream, es []addedEntry) ([]addedEntry, bool) {
 	if len(es) == 0 {
 		return nil, true
 	}
-	keys := make([]string, len(es))
+	ids := make([]string, len(es))
 	for i, e := range es {
-		keys[i] = e.key
+		ids[i] = e.id
+	}
+	present, err := s.Present(ctx, ids)
+	if err != nil {
+		return nil, false
+	}
+	var absent []addedEntry
+	var keys []string
+	for _, e := range es {
+		if !present[e.id] {
+			absent = append(absent, e)
+			keys = append(keys, e.key)
+		}
+	}
+	if len(absent) == 0 {
+		return nil, true
 	}
 	done, err := c.writer.Committed(ctx, s.Ledger(), keys)
 	if err != nil {
 		return nil, false
 	}
 	var out []addedEntry
-	for _, e := range es {
+	for _, e := range absent {
 		if !done[e.key] {
 			out = append(out, e)
 		}
