@@ -57,6 +57,17 @@ func (r *recentAdds) add(e addedEntry) {
 	}
 }
 
+// forget drops the entries remembered: the stream they were in was lost
+// whole, and reported so.
+func (r *recentAdds) forget() {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list, r.head = r.list[:0], 0
+}
+
 // snapshot returns the entries remembered, oldest first (none for a stream
 // this collector does not add to: a shard being drained).
 func (r *recentAdds) snapshot() []addedEntry {
@@ -110,6 +121,9 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 	node, err := s.Node(ctx)
 	if err != nil || (node == known && !wholesale) {
 		return
+	}
+	if wholesale {
+		rs.recent[stream].forget()
 	}
 	if known == "" || wholesale {
 		rs.mu.Lock()

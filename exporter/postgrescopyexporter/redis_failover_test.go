@@ -11,7 +11,8 @@ import (
 
 // TestRecentAddsKeepsTheWindow: the entries remembered for the failover
 // audit are those of the last failoverWindow, at most failoverTracked,
-// oldest first; a stream this collector does not add to has none.
+// oldest first; forgotten when the stream is lost whole; a stream this
+// collector does not add to has none.
 func TestRecentAddsKeepsTheWindow(t *testing.T) {
 	var r recentAdds
 	t0 := time.Unix(1_700_000_000, 0)
@@ -34,6 +35,12 @@ func TestRecentAddsKeepsTheWindow(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(failoverTracked+4), got[len(got)-1].id)
 	assert.LessOrEqual(t, len(big.list), 2*failoverTracked+1, "the list is compacted")
 
+	big.forget()
+	assert.Empty(t, big.snapshot())
+	big.add(addedEntry{id: "after", at: t0})
+	assert.Len(t, big.snapshot(), 1)
+
 	var none *recentAdds
 	assert.Empty(t, none.snapshot())
+	none.forget()
 }
