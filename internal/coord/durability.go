@@ -87,12 +87,7 @@ func ReadDurability(ctx context.Context, rdb redis.UniversalClient) (Durability,
 	if err != nil {
 		return DurabilityUnknown, fmt.Errorf("info persistence: %w", err)
 	}
-	fields := map[string]string{}
-	for _, line := range strings.Split(info, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			fields[k] = v
-		}
-	}
+	fields := infoFields(info)
 	if fields["aof_enabled"] == "1" {
 		fsync, err := rdb.ConfigGet(ctx, "appendfsync").Result()
 		if err != nil {
@@ -154,12 +149,8 @@ func ReadDurabilityReplicated(ctx context.Context, rdb redis.UniversalClient, mi
 	if err != nil {
 		return d, nil
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= minReplicas {
-				return DurabilityReplicated, nil
-			}
-		}
+	if n, err := strconv.Atoi(infoFields(info)["connected_slaves"]); err == nil && n >= minReplicas {
+		return DurabilityReplicated, nil
 	}
 	return d, nil
 }

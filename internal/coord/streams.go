@@ -226,15 +226,15 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 	// the write.
 	node := redis.Cmdable(s.rdb)
 	watch := func(fn func(*redis.Tx) error) error { return s.rdb.Watch(ctx, fn) }
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		primary, err := cc.MasterForKey(ctx, s.keys.Stream)
-		if err != nil {
-			return "", fmt.Errorf("primary of %s: %w", s.keys.Stream, err)
-		}
+	primary, err := s.slotPrimary(ctx)
+	if err != nil {
+		return "", err
+	}
+	if primary != nil {
 		node, watch = primary, func(fn func(*redis.Tx) error) error { return primary.Watch(ctx, fn) }
 	}
 	aof := s.waitAOF(ctx, node)
-	err := watch(func(tx *redis.Tx) error {
+	err = watch(func(tx *redis.Tx) error {
 		if err := add(tx); err != nil {
 			return err
 		}
@@ -257,6 +257,20 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 		return "", err
 	}
 	return xadd.Val(), nil
+}
+
+// slotPrimary is, on a Redis Cluster, the client of the primary serving the
+// stream's slot; nil elsewhere, where the client reaches the primary itself.
+func (s *Stream) slotPrimary(ctx context.Context) (*redis.Client, error) {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return nil, nil
+	}
+	primary, err := cc.MasterForKey(ctx, s.keys.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("primary of %s: %w", s.keys.Stream, err)
+	}
+	return primary, nil
 }
 
 // isMoved reports a cluster redirection: the slot is served elsewhere.
@@ -303,21 +317,19 @@ func (s *Stream) waitAOF(ctx context.Context, node redis.Cmdable) bool {
 // WaitAOFSupported reads INFO server and persistence: WAITAOF exists from
 // Redis 7.2 and counts replicas that fsynced their AOF.
 func WaitAOFSupported(info string) bool {
-	var version string
-	aof := false
+	f := infoFields(info)
+	return f["aof_enabled"] == "1" && versionAtLeast(f["redis_version"], 7, 2)
+}
+
+// infoFields are the name: value lines of an INFO reply.
+func infoFields(info string) map[string]string {
+	fields := map[string]string{}
 	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "redis_version":
-			version = v
-		case "aof_enabled":
-			aof = v == "1"
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
 		}
 	}
-	return aof && versionAtLeast(version, 7, 2)
+	return fields
 }
 
 // versionAtLeast compares a "major.minor.patch" version.
@@ -540,21 +552,19 @@ func (s *Stream) Stats(ctx context.Context) (Stats, error) {
 // that server is replaced: a failover, a restart, a slot moved elsewhere.
 func (s *Stream) Node(ctx context.Context) (string, error) {
 	node := redis.Cmdable(s.rdb)
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		primary, err := cc.MasterForKey(ctx, s.keys.Stream)
-		if err != nil {
-			return "", fmt.Errorf("primary of %s: %w", s.keys.Stream, err)
-		}
+	primary, err := s.slotPrimary(ctx)
+	if err != nil {
+		return "", err
+	}
+	if primary != nil {
 		node = primary
 	}
 	info, err := node.Info(ctx, "server").Result()
 	if err != nil {
 		return "", fmt.Errorf("info server of the node of %s: %w", s.keys.Stream, err)
 	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
-			return v, nil
-		}
+	if id := infoFields(info)["run_id"]; id != "" {
+		return id, nil
 	}
 	return "", fmt.Errorf("info server of the node of %s: no run_id", s.keys.Stream)
 }
