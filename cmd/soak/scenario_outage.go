@@ -172,7 +172,7 @@ func collectorKillOutage(ctx context.Context, o *options) (r row) {
 		return r
 	}
 	spec := collectorSpec{
-		queue:       map[string]any{"storage": "file_storage"},
+		queue:       map[string]any{"storage": "file_storage", "wait_for_result": false},
 		fileStorage: storage,
 		signals:     []string{"traces"},
 	}

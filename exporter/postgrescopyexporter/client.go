@@ -62,6 +62,9 @@ type client struct {
 
 	maintainWarned atomic.Bool
 	writing        atomic.Int32 // batch writes in flight
+
+	stop   stopClock // a direct-mode stop's drain (stop.go)
+	outage outage    // direct writes failing, for the logs (stop.go)
 }
 
 func newClient(cfg *Config, set component.TelemetrySettings) (*client, error) {
@@ -129,6 +132,7 @@ func (c *client) poolConfig(ctx context.Context) (*pgxpool.Config, error) {
 // waited for in the background; wrong credentials, a missing database or a
 // schema newer than this binary fail the start with the fix in the message.
 func (c *client) start(ctx context.Context) error {
+	c.stop.reset()
 	pc, err := c.poolConfig(ctx)
 	if err != nil {
 		return err
@@ -172,13 +176,27 @@ func (c *client) start(ctx context.Context) error {
 			pool.Close()
 			return err
 		}
-	} else if q := c.cfg.QueueConfig; q.HasValue() && q.Get().StorageID == nil && !q.Get().WaitForResult {
-		// What the README's delivery guarantees say, said where an operator
-		// sees it.
-		c.logger.Info("sending_queue is in memory: requests acknowledged and not yet written to PostgreSQL are lost if the collector process dies; " +
-			"set sending_queue::storage to a file_storage extension to keep them")
+	} else {
+		c.logDelivery()
 	}
 	return nil
+}
+
+// logDelivery says at start what a stop or a crash risks in direct mode,
+// as the README's delivery guarantees do.
+func (c *client) logDelivery() {
+	q := c.cfg.QueueConfig
+	switch {
+	case !q.HasValue():
+		c.logger.Info("direct mode without sending_queue: a request is acknowledged once its rows are committed; a stop or a crash loses nothing acknowledged")
+	case q.Get().WaitForResult:
+		c.logger.Info("direct mode: a request is acknowledged once its rows are committed (sending_queue::wait_for_result); a stop or a crash loses nothing acknowledged")
+	case q.Get().StorageID != nil:
+		c.logger.Info("direct mode: a request is acknowledged once the persistent queue holds it (sending_queue::storage); a stop or a crash loses nothing acknowledged, the next start writes what the queue kept")
+	default:
+		c.logger.Warn("direct mode with an in-memory sending_queue and wait_for_result: false: requests acknowledged and not yet committed are lost when the collector stops or dies, all of them in a stop during a PostgreSQL outage; " +
+			"set sending_queue::wait_for_result: true, or sending_queue::storage to a file_storage extension")
+	}
 }
 
 func (c *client) explain(err error) error {

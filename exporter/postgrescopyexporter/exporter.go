@@ -191,6 +191,9 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 	if !e.isStarted() {
 		return errNotStarted
 	}
+	c := e.shared.Unwrap()
+	ctx, cancel := c.writeContext(ctx)
+	defer cancel()
 	b := e.getBatch()
 	defer e.batches.put(b)
 	parts := r.parts
@@ -205,16 +208,19 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 		for i, p := range parts {
 			keys[i] = p.key
 		}
-		err := e.shared.Unwrap().writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
+		err := c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
+		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
+			c.noteWrite(err)
+		}
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
-			return e.writeFailed(err, b.TotalRows())
+			return e.writeFailed(c.stoppedError(err), b.TotalRows())
 		}
-		done, err := e.shared.Unwrap().writer.Committed(ctx, directStream, keys)
+		done, err := c.writer.Committed(ctx, directStream, keys)
 		if err != nil {
-			return err
+			return c.stoppedError(err)
 		}
 		left := parts[:0:0]
 		for _, p := range parts {

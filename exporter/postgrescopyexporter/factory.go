@@ -70,8 +70,12 @@ func createTraces(ctx context.Context, set exporter.Settings, c component.Config
 	if err != nil {
 		return nil, err
 	}
-	return xexporterhelper.NewTracesRequest(ctx, set, converter(cfg, tracesCodec), pusher(e, tracesCodec),
+	exp, err := xexporterhelper.NewTracesRequest(ctx, helperSettings(set, e), converter(cfg, tracesCodec), pusher(e, tracesCodec),
 		helperOptions(cfg, e, tracesCodec)...)
+	if err != nil {
+		return nil, err
+	}
+	return tracesExporter{Traces: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}}, nil
 }
 
 func createMetrics(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Metrics, error) {
@@ -80,8 +84,12 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return xexporterhelper.NewMetricsRequest(ctx, set, converter(cfg, metricsCodec), pusher(e, metricsCodec),
+	exp, err := xexporterhelper.NewMetricsRequest(ctx, helperSettings(set, e), converter(cfg, metricsCodec), pusher(e, metricsCodec),
 		helperOptions(cfg, e, metricsCodec)...)
+	if err != nil {
+		return nil, err
+	}
+	return metricsExporter{Metrics: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}}, nil
 }
 
 func createLogs(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Logs, error) {
@@ -90,6 +98,10 @@ func createLogs(ctx context.Context, set exporter.Settings, c component.Config) 
 	if err != nil {
 		return nil, err
 	}
-	return xexporterhelper.NewLogsRequest(ctx, set, converter(cfg, logsCodec), pusher(e, logsCodec),
+	exp, err := xexporterhelper.NewLogsRequest(ctx, helperSettings(set, e), converter(cfg, logsCodec), pusher(e, logsCodec),
 		helperOptions(cfg, e, logsCodec)...)
+	if err != nil {
+		return nil, err
+	}
+	return logsExporter{Logs: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}}, nil
 }

@@ -80,6 +80,9 @@ func TestPersistentQueueKeepsRequestsDistinct(t *testing.T) {
 	host := storageHost{ext: map[component.ID]component.Component{storageID: &memStorage{kv: map[string][]byte{}}}}
 	q := metadata.NewDefaultSendingQueueConfig()
 	q.Get().StorageID = &storageID
+	// Acknowledged once the storage holds it, so that Consume returns while
+	// PostgreSQL is away.
+	q.Get().WaitForResult = false
 	cfg.QueueConfig = q
 	cfg.RetryConfig.Enabled = true
 	cfg.RetryConfig.InitialInterval = 10 * time.Millisecond

@@ -292,15 +292,6 @@ func TestRedisDurabilityIsSaidAtStart(t *testing.T) {
 	}
 }
 
-// TestInMemoryQueueIsSaidAtStart: direct mode with the default in-memory
-// queue says at start that a crash loses what it holds.
-func TestInMemoryQueueIsSaidAtStart(t *testing.T) {
-	cfg, _ := testConfig(t)
-	cfg.QueueConfig = createDefaultConfig().(*Config).QueueConfig
-	_, _, logs := startObservedTraces(t, cfg)
-	assert.Equal(t, 1, logs.FilterMessageSnippet("sending_queue is in memory").Len())
-}
-
 // durabilityGauge returns postgrescopy_redis_durability's value and its
 // durability attribute, or -1 without a point.
 func durabilityGauge(tel *componenttest.Telemetry) (int64, string) {

@@ -18,6 +18,8 @@ type Proxy struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   []net.Conn
+
+	closeOnce sync.Once
 }
 
 // Start listens on addr ("127.0.0.1:0" for any port) and forwards every
@@ -31,7 +33,7 @@ func Start(t testing.TB, addr, target string) *Proxy {
 	p := &Proxy{ln: ln}
 	p.wg.Add(1)
 	go p.accept(target)
-	t.Cleanup(p.close)
+	t.Cleanup(p.Close)
 	return p
 }
 
@@ -82,7 +84,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-func (p *Proxy) close() {
+func (p *Proxy) shut() {
 	p.ln.Close()
 	p.mu.Lock()
 	for _, c := range p.conns {
@@ -91,3 +93,8 @@ func (p *Proxy) close() {
 	p.mu.Unlock()
 	p.wg.Wait()
 }
+
+// Close stops listening and closes every connection, as a server that went
+// down would: new connections are refused from now on. Start a new Proxy on
+// the same address to bring it back.
+func (p *Proxy) Close() { p.closeOnce.Do(p.shut) }
