@@ -77,7 +77,8 @@ lint:
 # kill (SIGKILLs of the collector, Redis mode), redis-empty (Redis without
 # persistence SIGKILLed and restarted empty: only what it held may be lost,
 # and reported), redis-aof, pg-outage (PostgreSQL down 320s, direct and
-# Redis), collector-kill-outage (file_storage queue) and identical (five
+# Redis), collector-kill-outage (file_storage queue), stop-outage (SIGTERM
+# during an outage: PostgreSQL stopped or every write locked) and identical (five
 # identical requests). Throwaway redis-server and PostgreSQL servers on free
 # ports; the local ones are never stopped. One scenario, other settings:
 # make soak SOAK_FLAGS='-scenarios kill -kills 8 -seed 42' (go run ./cmd/soak -h).

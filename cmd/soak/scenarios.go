@@ -40,6 +40,7 @@ var scenarios = []scenario{
 	{"redis-aof", runRedisAOF},
 	{"pg-outage", runPGOutage},
 	{"collector-kill-outage", runCollectorKillOutage},
+	{"stop-outage", runStopOutage},
 	{"identical", runIdentical},
 }
 
