@@ -28,6 +28,8 @@ ENV_FILE=$DATA/services.env
 PG_STARTED=$DATA/postgres.started # "version cluster postmaster-pid" of a cluster this script started
 REDIS_PID=$DATA/redis/redis.pid
 REDIS_PORT_FILE=$DATA/redis/port
+HBA_ADDED=$DATA/pg_hba.added # "version cluster hba-path" of a pg_hba.conf this script added the trust rule to
+HBA_MARK='# postgrescopy (scripts/services.sh): loopback trust for make run / make test'
 
 log() { echo "services: $*"; }
 die() { echo "services: $*" >&2; exit 1; }
@@ -44,9 +46,66 @@ pg_url() { echo "postgres://postgres@127.0.0.1:$1/postgres?sslmode=disable"; }
 
 pg_ok() { PGCONNECT_TIMEOUT=3 psql "$1" -XAtqc 'SELECT 1' >/dev/null 2>&1; }
 
-redis_ok() { # $1 = host:port
-  [ "$(timeout 3 redis-cli -h "${1%:*}" -p "${1##*:}" PING 2>/dev/null)" = PONG ]
+# A Redis endpoint is host:port or a redis:// / rediss:// URL that may carry
+# a user name, a password (percent-encoded) and a database. redis_args
+# turns one into redis-cli's options, the password passed through
+# REDISCLI_AUTH so that it is in no process's arguments; redacted names it
+# without the password, for messages.
+redis_args() { # $1 = endpoint; sets RARGS (array) and RAUTH
+  local e=$1 rest userinfo hostport db
+  RARGS=() RAUTH=
+  case $e in
+    redis://* | rediss://*)
+      [ "${e%%://*}" = rediss ] && RARGS+=(--tls)
+      rest=${e#*://}
+      rest=${rest%%\?*}
+      if [ "${rest#*@}" != "$rest" ]; then
+        userinfo=${rest%@*}
+        rest=${rest##*@}
+        if [ "${userinfo#*:}" != "$userinfo" ]; then
+          [ -n "${userinfo%%:*}" ] && RARGS+=(--user "$(urldecode "${userinfo%%:*}")")
+          RAUTH=$(urldecode "${userinfo#*:}")
+        else
+          RAUTH=$(urldecode "$userinfo")
+        fi
+      fi
+      hostport=${rest%%/*}
+      db=${rest#"$hostport"}
+      db=${db#/}
+      [ -n "$db" ] && RARGS+=(-n "$db")
+      ;;
+    *) hostport=$e ;;
+  esac
+  case $hostport in *:*) ;; *) hostport=$hostport:6379 ;; esac
+  RARGS+=(-h "${hostport%:*}" -p "${hostport##*:}")
 }
+
+urldecode() { local s=${1//+/ }; printf '%b' "${s//%/\\x}"; }
+
+redacted() { # the endpoint without its password
+  case $1 in
+    redis://*@* | rediss://*@*)
+      local scheme=${1%%://*} rest=${1#*://} userinfo
+      userinfo=${rest%@*}
+      case $userinfo in *:*) userinfo="${userinfo%%:*}:***" ;; *) userinfo="***" ;; esac
+      echo "$scheme://$userinfo@${rest##*@}" ;;
+    *) echo "$1" ;;
+  esac
+}
+
+redis_ping() { # $1 = endpoint; prints the reply (PONG, or the error)
+  local RARGS RAUTH
+  redis_args "$1"
+  local out
+  if [ -n "$RAUTH" ]; then
+    out=$(REDISCLI_AUTH=$RAUTH timeout 3 redis-cli --no-auth-warning "${RARGS[@]}" PING 2>&1) || true
+  else
+    out=$(timeout 3 redis-cli "${RARGS[@]}" PING 2>&1) || true
+  fi
+  printf '%s\n' "${out%%$'\n'*}"
+}
+
+redis_ok() { [ "$(redis_ping "$1")" = PONG ]; }
 
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 
@@ -77,6 +136,16 @@ stop() {
     fi
     rm -f "$PG_STARTED"
   fi
+  if [ -f "$HBA_ADDED" ]; then
+    read -r ver name hba <"$HBA_ADDED"
+    if [ -f "$hba" ] && grep -qxF "$HBA_MARK" "$hba"; then
+      # The mark and the two rules after it, as hba_trust wrote them.
+      sed -i "/^$(printf '%s' "$HBA_MARK" | sed 's/[][\/.*^$]/\\&/g')\$/{N;N;d}" "$hba"
+      pg_ctlcluster --skip-systemctl-redirect "$ver" "$name" reload 2>/dev/null || true
+      log "removed the loopback trust rule this script added to $hba"
+    fi
+    rm -f "$HBA_ADDED"
+  fi
   rm -f "$ENV_FILE"
 }
 
@@ -91,10 +160,11 @@ need psql
 
 # hba_trust adds the loopback trust rule to a cluster's pg_hba.conf when it is
 # missing; it returns 0 when it changed the file.
-hba_trust() {
+hba_trust() { # $1 = hba file, $2 $3 = version and cluster
   local hba=$1
   grep -qE '^host[[:space:]]+all[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust' "$hba" && return 1
-  sed -i '1i # postgrescopy (scripts/services.sh): loopback trust for make run / make test\nhost all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+  sed -i "1i $HBA_MARK\\nhost all all 127.0.0.1/32 trust\\nhost all all ::1/128 trust" "$hba"
+  echo "$2 $3 $hba" >"$HBA_ADDED" # make stop takes it back
   return 0
 }
 
@@ -120,12 +190,12 @@ local_cluster() {
   read -r ver name port status _ data _ <<<"$line"
   hba=$(pg_conftool -s "$ver" "$name" show hba_file 2>/dev/null || echo "/etc/postgresql/$ver/$name/pg_hba.conf")
   if [ "${status%%,*}" = online ]; then
-    if hba_trust "$hba"; then
+    if hba_trust "$hba" "$ver" "$name"; then
       pg_ctlcluster --skip-systemctl-redirect "$ver" "$name" reload
       log "added the loopback trust rule to $hba and reloaded $ver/$name"
     fi
   else
-    hba_trust "$hba" && log "added the loopback trust rule to $hba"
+    hba_trust "$hba" "$ver" "$name" && log "added the loopback trust rule to $hba"
     if port_busy "$port"; then
       local newport
       newport=$(free_port $((port + 1)))
@@ -159,18 +229,32 @@ fi
 
 # ---- Redis ----------------------------------------------------------------
 
+local_redis=
+command -v redis-cli >/dev/null && local_redis=$(redis_ping 127.0.0.1:6379)
 if [ -n "${POSTGRESCOPY_TEST_REDIS:-${POSTGRESCOPY_REDIS:-}}" ]; then
   REDIS_ADDR=${POSTGRESCOPY_TEST_REDIS:-$POSTGRESCOPY_REDIS}
   need redis-cli
-  redis_ok "$REDIS_ADDR" || die "Redis at POSTGRESCOPY_TEST_REDIS / POSTGRESCOPY_REDIS ($REDIS_ADDR) does not answer PING"
-  log "Redis answers at $REDIS_ADDR"
+  reply=$(redis_ping "$REDIS_ADDR")
+  case $reply in
+    PONG) ;;
+    NOAUTH* | *"WRONGPASS"* | *"invalid password"* | *"invalid username-password"*)
+      die "Redis at $(redacted "$REDIS_ADDR") refuses these credentials ($reply): give its password as redis://:PASSWORD@host:port (or redis://USER:PASSWORD@host:port), percent-encoding reserved characters" ;;
+    *) die "Redis at POSTGRESCOPY_TEST_REDIS / POSTGRESCOPY_REDIS ($(redacted "$REDIS_ADDR")) does not answer PING: ${reply:-no reply}" ;;
+  esac
+  log "Redis answers at $(redacted "$REDIS_ADDR")"
 elif [ -f "$REDIS_PID" ] && alive "$(cat "$REDIS_PID")" && redis_ok "127.0.0.1:$(cat "$REDIS_PORT_FILE")"; then
   REDIS_ADDR=127.0.0.1:$(cat "$REDIS_PORT_FILE")
   log "Redis (this project's, pid $(cat "$REDIS_PID")) answers on $REDIS_ADDR"
-elif command -v redis-cli >/dev/null && redis_ok 127.0.0.1:6379; then
+elif [ "$local_redis" = PONG ]; then
   REDIS_ADDR=127.0.0.1:6379
   log "Redis answers on $REDIS_ADDR"
 else
+  case $local_redis in
+    NOAUTH*)
+      log "the Redis on 127.0.0.1:6379 requires a password (NOAUTH): to use it, set POSTGRESCOPY_REDIS=redis://:PASSWORD@127.0.0.1:6379 (and POSTGRESCOPY_TEST_REDIS for make test); starting one of this project's instead" ;;
+    "" | *"Connection refused"*) ;;
+    *) log "the Redis on 127.0.0.1:6379 answers PING with: $local_redis; starting one of this project's instead" ;;
+  esac
   need redis-server
   need redis-cli
   port=$(free_port 6379)

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,22 +33,20 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
-func redisAddr() string {
-	if a := os.Getenv("POSTGRESCOPY_TEST_REDIS"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
+// redisAddr is the test Redis as redis::endpoint takes it (host:port or a
+// URL with credentials).
+func redisAddr() string { return redistest.Endpoint() }
 
 // testRedis returns a client and a key prefix unique to the test, whose keys
 // are deleted when the test ends.
 func testRedis(t *testing.T) (*redis.Client, string) {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	rdb := redis.NewClient(redistest.Options())
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		rdb.Close()
-		pgtest.Unavailable(t, "Redis at %s does not answer (make services): %v", redisAddr(), err)
+		pgtest.Unavailable(t, "Redis at %s does not answer (make services): %v", redistest.Redacted(), err)
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])

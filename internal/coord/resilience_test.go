@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
 
@@ -84,14 +85,14 @@ func TestReadsFailInBoundedTimeOnHalfOpenConnection(t *testing.T) {
 	ctx := context.Background()
 	_, err := s.AddEntry(ctx, "k", "f1", payloadOf(100, 1), 1)
 	require.NoError(t, err)
-	p := tcpproxy.Start(t, "127.0.0.1:0", redisAddr())
+	p := tcpproxy.Start(t, "127.0.0.1:0", redistest.Addr())
 	// One connection per client, established before the stall, so that each
 	// read below goes out on a live connection whose peer then goes silent.
 	client := func() *redis.Client {
-		rdb := redis.NewClient(&redis.Options{
-			Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1,
-			PoolSize: 1, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		})
+		o := redistest.Options()
+		o.Addr, o.ContextTimeoutEnabled, o.MaxRetries = p.Addr(), true, -1
+		o.PoolSize, o.ReadTimeout, o.WriteTimeout = 1, time.Second, time.Second
+		rdb := redis.NewClient(o)
 		t.Cleanup(func() { rdb.Close() })
 		require.NoError(t, rdb.Ping(ctx).Err())
 		return rdb

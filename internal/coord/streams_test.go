@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,25 +16,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
-
-// redisAddr follows the exporter's tests: POSTGRESCOPY_TEST_REDIS or the
-// local default.
-func redisAddr() string {
-	if a := os.Getenv("POSTGRESCOPY_TEST_REDIS"); a != "" {
-		return a
-	}
-	return "127.0.0.1:6379"
-}
 
 // testStream returns a stream under a key prefix unique to the test, with
 // its group created; its keys are deleted when the test ends.
 func testStream(tb testing.TB, bounds Bounds) (*Stream, *redis.Client) {
 	tb.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	rdb := redis.NewClient(redistest.Options())
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		rdb.Close()
-		pgtest.Unavailable(tb, "Redis at %s does not answer (make services): %v", redisAddr(), err)
+		pgtest.Unavailable(tb, "Redis at %s does not answer (make services): %v", redistest.Redacted(), err)
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
