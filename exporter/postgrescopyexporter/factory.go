@@ -56,12 +56,20 @@ func helperOptions[T any](cfg *Config, e *pgExporter, c *signalCodec[T]) []expor
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
 		exporterhelper.WithRetry(cfg.RetryConfig),
-		xexporterhelper.WithQueueBatch(cfg.QueueConfig, xexporterhelper.QueueBatchSettings{
-			Encoding: requestEncoding[T]{codec: c},
-		}),
+		xexporterhelper.WithQueueBatch(cfg.QueueConfig, queueBatchSettings(cfg, c)),
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
 	}
+}
+
+func queueBatchSettings[T any](cfg *Config, c *signalCodec[T]) xexporterhelper.QueueBatchSettings {
+	set := xexporterhelper.QueueBatchSettings{Encoding: requestEncoding[T]{codec: c}}
+	if q := cfg.QueueConfig; q.HasValue() && (!q.Get().Batch.HasValue() || len(q.Get().Batch.Get().Partition.MetadataKeys) == 0) {
+		// The exporterhelper refuses a merge function next to
+		// metadata_keys, whose own merge it then uses.
+		set.MergeCtx = mergeCallers
+	}
+	return set
 }
 
 func createTraces(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Traces, error) {

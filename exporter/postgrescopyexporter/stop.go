@@ -150,13 +150,12 @@ func (c *client) noteWrite(err error) {
 }
 
 // exportDroppedMessage is how the exporterhelper's queue logs an export that
-// failed for good. During a stop, with a persistent queue or
-// wait_for_result, nothing was dropped: the queue keeps the request, or its
-// sender was told it failed.
+// failed for good. With wait_for_result nothing is dropped: the callers get
+// the error, nothing of it was acknowledged. With a persistent queue, a stop
+// drops nothing either: the queue keeps the request for the next start.
 const exportDroppedMessage = "Exporting failed. Dropping data."
 
-// stopLogCore rewrites that line for what it is when a stop interrupted the
-// export and nothing was lost.
+// stopLogCore rewrites that line for what it is where nothing was lost.
 type stopLogCore struct {
 	zapcore.Core
 	c *client
@@ -167,26 +166,20 @@ func (s stopLogCore) With(fields []zapcore.Field) zapcore.Core {
 }
 
 func (s stopLogCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if s.rewrites(ent) {
-		ent.Level = zapcore.WarnLevel
-		if !s.Core.Enabled(ent.Level) {
-			return ce
-		}
-		return ce.AddCore(ent, s)
+	msg, level := s.rewrite(ent)
+	if msg == "" {
+		return s.Core.Check(ent, ce)
 	}
-	return s.Core.Check(ent, ce)
+	ent.Message, ent.Level = msg, level
+	if !s.Core.Enabled(level) {
+		return ce
+	}
+	return ce.AddCore(ent, s)
 }
 
+// Write writes what Check rewrote (the wrapped core writes the rest), the
+// item count named for what it is.
 func (s stopLogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
-	if !strings.HasPrefix(ent.Message, exportDroppedMessage) || !s.c.stop.stopping.Load() {
-		return s.Core.Write(ent, fields)
-	}
-	q := s.c.cfg.QueueConfig.Get()
-	if q.StorageID != nil {
-		ent.Message = "Export interrupted by the stop; not dropped: the persistent queue keeps the request and the next start writes it"
-	} else {
-		ent.Message = "Export interrupted by the stop; not dropped: its senders were answered with an error (nothing of it was acknowledged) and may send it again"
-	}
 	out := make([]zapcore.Field, 0, len(fields))
 	for _, f := range fields {
 		if f.Key == "dropped_items" {
@@ -197,14 +190,19 @@ func (s stopLogCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	return s.Core.Write(ent, out)
 }
 
-// rewrites tells the lines Write rewrites: the queue's drop line, during a
-// stop, for a queue that loses nothing by it.
-func (s stopLogCore) rewrites(ent zapcore.Entry) bool {
-	if !strings.HasPrefix(ent.Message, exportDroppedMessage) || !s.c.stop.stopping.Load() {
-		return false
-	}
+// rewrite returns what the queue's drop line says instead, or "".
+func (s stopLogCore) rewrite(ent zapcore.Entry) (string, zapcore.Level) {
 	q := s.c.cfg.QueueConfig
-	return q.HasValue() && (q.Get().StorageID != nil || q.Get().WaitForResult)
+	if !strings.HasPrefix(ent.Message, exportDroppedMessage) || !q.HasValue() {
+		return "", 0
+	}
+	switch {
+	case q.Get().WaitForResult:
+		return "Export failed; not dropped: its senders were answered with the error (nothing of it was acknowledged) and may send it again", zapcore.InfoLevel
+	case q.Get().StorageID != nil && s.c.stop.stopping.Load():
+		return "Export interrupted by the stop; not dropped: the persistent queue keeps the request and the next start writes it", zapcore.WarnLevel
+	}
+	return "", 0
 }
 
 // helperSettings are the settings the exporterhelper logs with.
@@ -251,3 +249,30 @@ type logsExporter struct {
 }
 
 func (x logsExporter) Shutdown(ctx context.Context) error { return x.stop.Shutdown(ctx) }
+
+// mergeCallers is the context of a batch merged from the requests of two
+// contexts: done once both are (every caller waiting for the batch has given
+// up), and never before. The exporterhelper's own merge gives a merged batch
+// a context that is never done, whose retries then outlive every caller: a
+// receiver's stop waits for its calls, each waiting for that batch (with
+// wait_for_result), and the exporter's stop comes only after the receivers',
+// past any grace period.
+func mergeCallers(ctx1, ctx2 context.Context) context.Context {
+	if ctx1.Done() == nil || ctx2.Done() == nil {
+		// A caller that cannot give up (an in-process receiver, a request
+		// read back from a persistent queue): the batch goes on until it
+		// is written or the exporter stops.
+		return context.WithoutCancel(ctx1)
+	}
+	merged, cancel := context.WithCancel(context.WithoutCancel(ctx1))
+	var left atomic.Int32
+	left.Store(2)
+	gone := func() {
+		if left.Add(-1) == 0 {
+			cancel()
+		}
+	}
+	context.AfterFunc(ctx1, gone)
+	context.AfterFunc(ctx2, gone)
+	return merged
+}
