@@ -117,13 +117,20 @@ type Config struct {
 // Unmarshal applies the defaults that depend on what the user wrote: with a
 // redis section and no sending_queue, Redis is the queue and the sending queue
 // is off (an in-memory queue in front would acknowledge before Redis holds the
-// request); batch sizes the user did not set fit under a smaller queue_size.
+// request); batch sizes the user did not set fit under a smaller queue_size;
+// a persistent queue (storage) acknowledges once it holds the request unless
+// the user asked for wait_for_result, which the Collector refuses next to
+// storage: the default of an in-memory queue, acknowledging once committed,
+// does not make the first persistent queue a user writes fail to start.
 func (cfg *Config) Unmarshal(conf *confmap.Conf) error {
 	if err := conf.Unmarshal(cfg); err != nil {
 		return err
 	}
 	if cfg.Redis.HasValue() && !conf.IsSet("sending_queue") {
 		cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	}
+	if cfg.QueueConfig.HasValue() && cfg.QueueConfig.Get().StorageID != nil && !conf.IsSet("sending_queue::wait_for_result") {
+		cfg.QueueConfig.Get().WaitForResult = false
 	}
 	if cfg.QueueConfig.HasValue() {
 		fitBatchToQueue(cfg.QueueConfig.Get(), conf.IsSet("sending_queue::batch::min_size"), conf.IsSet("sending_queue::batch::max_size"))

@@ -68,6 +68,7 @@ func TestLoadConfig(t *testing.T) {
 	customQueue.NumConsumers = 3
 	customQueue.QueueSize = 50000
 	customQueue.BlockOnOverflow = true // not in the file: the exporter's default
+	customQueue.WaitForResult = true   // not in the file: the exporter's default
 	customQueue.Sizer = exporterhelper.RequestSizerTypeItems
 	batch := exporterhelper.NewDefaultBatchConfig()
 	batch.FlushTimeout = time.Second
@@ -409,6 +410,37 @@ func TestMaxConnsDefaultIsConcrete(t *testing.T) {
 			tc.raw["endpoint"] = "postgres://otel@127.0.0.1/db"
 			require.NoError(t, confmap.NewFromStringMap(tc.raw).Unmarshal(cfg))
 			assert.Equal(t, tc.want, cfg.MaxConns)
+		})
+	}
+}
+
+// An in-memory queue acknowledges once committed by default; a persistent
+// queue acknowledges once it holds the request (the Collector refuses
+// wait_for_result next to storage), unless the user asks otherwise, which
+// Validate then refuses by its key.
+func TestWaitForResultFollowsTheQueue(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		queue   map[string]any
+		want    bool
+		invalid string
+	}{
+		{"in memory", map[string]any{}, true, ""},
+		{"in memory, acknowledging early", map[string]any{"wait_for_result": false}, false, ""},
+		{"storage", map[string]any{"storage": "file_storage"}, false, ""},
+		{"storage, waiting", map[string]any{"storage": "file_storage", "wait_for_result": true}, true, "wait_for_result"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := createDefaultConfig().(*Config)
+			raw := map[string]any{"endpoint": "postgres://otel@127.0.0.1/db", "sending_queue": tc.queue}
+			require.NoError(t, confmap.NewFromStringMap(raw).Unmarshal(cfg))
+			assert.Equal(t, tc.want, cfg.QueueConfig.Get().WaitForResult)
+			err := confmap.Validate(cfg)
+			if tc.invalid == "" {
+				require.NoError(t, err)
+			} else {
+				require.ErrorContains(t, err, tc.invalid)
+			}
 		})
 	}
 }
