@@ -3,17 +3,22 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
 // wantVersion is the version the binary should have been built as: the one
-// the Makefile passed to ocb (POSTGRESCOPY_VERSION), else what
-// scripts/version.sh says for this checkout.
-func wantVersion(t *testing.T) string {
+// the Makefile passed to ocb (POSTGRESCOPY_VERSION under make, else the
+// stamp it left beside the binary), else what scripts/version.sh says for
+// this checkout.
+func wantVersion(t *testing.T, bin string) string {
 	t.Helper()
 	if v := os.Getenv("POSTGRESCOPY_VERSION"); v != "" {
 		return v
+	}
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(bin), ".dist-version")); err == nil {
+		return strings.TrimSpace(string(b))
 	}
 	out, err := exec.Command("../scripts/version.sh").Output()
 	if err != nil {
@@ -26,7 +31,7 @@ func wantVersion(t *testing.T) string {
 // git is the binary's --version and the service.version of the collector's
 // own telemetry (target_info on its Prometheus endpoint).
 func TestVersionReachesTheBinary(t *testing.T) {
-	want := wantVersion(t)
+	want := wantVersion(t, collectorBinary(t))
 	if want == "" {
 		t.Fatal("no version to compare with")
 	}
