@@ -146,7 +146,7 @@ PKG_RELEASE ?= 1
 package: build $(NFPM)
 	@NFPM=$(NFPM) scripts/package.sh $(COLLECTOR) '$(DIST_VERSION)' '$(PKG_RELEASE)' $(CURDIR)/dist
 
-# The .deb on a fresh Debian bookworm root (debootstrap, as root, ~5 min):
+# The .deb on a fresh Debian bookworm root (debootstrap, as root; minutes):
 # installed, run as its unit runs it, spans sent and found in PostgreSQL,
 # upgraded with an edited config kept, removed. Not part of `make test`.
 package-test: build $(NFPM) $(TELEMETRYGEN) services
