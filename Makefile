@@ -11,7 +11,9 @@ NFPM := $(BIN)/nfpm
 COLLECTOR := $(CURDIR)/_build/otelcol-postgrescopy
 # The version the distribution is built as (scripts/version.sh: X.Y.Z at a
 # release tag, X.Y.Z+N.gSHA after it); --version and service.version show it.
-DIST_VERSION ?= $(shell scripts/version.sh)
+ifeq ($(origin DIST_VERSION),undefined)
+DIST_VERSION := $(shell scripts/version.sh)
+endif
 DIST_VERSION_STAMP := $(CURDIR)/_build/.dist-version
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*') $(shell find . -name '*.sql' -not -path './_build/*') go.mod go.sum
 
