@@ -80,8 +80,8 @@ if [ "${1:-}" = --inside ]; then
       /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin USER="$u" LOGNAME="$u" HOME="$wd" "${vars[@]}" \
       /bin/bash -c "cd ${wd:-/} && exec $ex" >>"$WORK/collector.log" 2>&1 &
     col_pid=$!
-    local i
-    for i in $(seq 1 600); do
+    local _
+    for _ in $(seq 1 600); do
       if curl -fsS -o /dev/null "http://127.0.0.1:$P_HEALTH/" 2>/dev/null; then return 0; fi
       kill -0 "$col_pid" 2>/dev/null || die "the collector exited: $(tail -5 "$WORK/collector.log")"
       sleep 0.1
@@ -97,8 +97,8 @@ if [ "${1:-}" = --inside ]; then
   send_and_find() { # $1 = service name: 50 traces of 4 spans, each found once
     "$TELEMETRYGEN" traces --otlp-insecure --otlp-endpoint "127.0.0.1:$P_GRPC" --service "$1" \
       --traces 50 --child-spans 3 --rate 0 >>"$WORK/telemetrygen.log" 2>&1 || die "telemetrygen: $(tail -3 "$WORK/telemetrygen.log")"
-    local got= i
-    for i in $(seq 1 240); do
+    local got='' _
+    for _ in $(seq 1 240); do
       got=$(psqlq "SELECT count(*) || '/' || count(DISTINCT span_id) FROM \"$SCHEMA\".spans WHERE service_name = '$1'" 2>/dev/null || true)
       [ "$got" = 200/200 ] && break
       sleep 0.25
@@ -148,7 +148,7 @@ if [ "${1:-}" = --inside ]; then
   [ "$(in_root dpkg-query -W -f '${Version}' $PKG)" = "$VERSION_B-1" ] || die "version after the upgrade: $(in_root dpkg-query -W -f '${Version}' $PKG)"
   [ "$(in_root /usr/bin/$PKG --version)" = "$PKG version $VERSION_B" ] || die "--version after the upgrade: $(in_root /usr/bin/$PKG --version)"
   sums | cmp -s - "$WORK/edited.sha256" || die "the upgrade changed the edited config files: $(sums)"
-  ls "$root/etc/$PKG" | grep -E '\.dpkg-' && die "the upgrade left dpkg files beside the config"
+  if compgen -G "$root/etc/$PKG/*.dpkg-*" >/dev/null; then die "the upgrade left dpkg files beside the config"; fi
   [ "$(in_root id -u $PKG)" = "$uid" ] || die "the user's uid changed"
   [ "$(cd "$root/var/lib/$PKG" && find . -type f | sort | xargs -r sha256sum)" = "$queue_before" ] || die "the upgrade touched /var/lib/$PKG"
   echo "   $(in_root dpkg-query -W -f '${Package} ${Version}' $PKG); config.yaml and $PKG.conf as edited"
