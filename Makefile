@@ -152,7 +152,7 @@ package: build $(NFPM)
 # installed, run as its unit runs it, spans sent and found in PostgreSQL,
 # upgraded with an edited config kept, removed. Not part of `make test`.
 package-test: build $(NFPM) $(TELEMETRYGEN) services
-	@$(SERVICES_ENV); NFPM=$(NFPM) OCB=$(OCB) TELEMETRYGEN=$(TELEMETRYGEN) scripts/package-test.sh
+	@$(SERVICES_ENV); DIST_VERSION='$(DIST_VERSION)' NFPM=$(NFPM) OCB=$(OCB) TELEMETRYGEN=$(TELEMETRYGEN) scripts/package-test.sh
 
 # postgrescopy in a user's own distribution, alone (`make test` runs it too):
 # docs/install.md's manifest (otlp, batch, filelog, file_storage, debug,

@@ -194,7 +194,7 @@ fi
 command -v psql >/dev/null || die "psql is missing (make deps)"
 t0=$(now)
 COLLECTOR=$REPO/_build/$PKG
-VERSION_A=$("$REPO/scripts/version.sh")
+VERSION_A=${DIST_VERSION:-$("$REPO/scripts/version.sh")}
 [ "$("$COLLECTOR" --version)" = "$PKG version $VERSION_A" ] || die "$COLLECTOR is not version $VERSION_A: make build"
 case $VERSION_A in *+*) VERSION_B=$VERSION_A.next ;; *) VERSION_B=$VERSION_A+next ;; esac
 dpkg --compare-versions "$VERSION_B-1" gt "$VERSION_A-1" || die "$VERSION_B does not sort after $VERSION_A"
