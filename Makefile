@@ -6,11 +6,21 @@ OCB_VERSION := v0.165.0
 TELEMETRYGEN_VERSION := v0.161.0
 OCB := $(BIN)/builder
 TELEMETRYGEN := $(BIN)/telemetrygen
+NFPM_VERSION := v2.48.0
+NFPM := $(BIN)/nfpm
 COLLECTOR := $(CURDIR)/_build/otelcol-postgrescopy
+# The version the distribution is built as (scripts/version.sh: X.Y.Z at a
+# release tag, X.Y.Z+N.gSHA after it); --version and service.version show it.
+ifeq ($(origin DIST_VERSION),undefined)
+DIST_VERSION := $(shell scripts/version.sh)
+endif
+DIST_VERSION_STAMP := $(CURDIR)/_build/.dist-version
 GO_SOURCES := $(shell find . -name '*.go' -not -path './_build/*') $(shell find . -name '*.sql' -not -path './_build/*') go.mod go.sum
 
 export POSTGRESCOPY_COLLECTOR := $(COLLECTOR)
 export POSTGRESCOPY_TELEMETRYGEN := $(TELEMETRYGEN)
+export POSTGRESCOPY_VERSION := $(DIST_VERSION)
+export POSTGRESCOPY_OCB := $(OCB)
 # What scripts/services.sh starts keeps its data and pid files here; it writes
 # the addresses it settled on to services.env, which recipes source.
 DATA := $(CURDIR)/.data
@@ -18,6 +28,7 @@ export POSTGRESCOPY_DATA := $(DATA)
 SERVICES_ENV = set -a; . $(DATA)/services.env; set +a
 
 .PHONY: all tools build run test unit lint deps services stop clean bench soak fuzz
+.PHONY: release package package-test distcheck FORCE
 
 all: build
 
@@ -29,9 +40,16 @@ $(TELEMETRYGEN):
 
 tools: $(OCB) $(TELEMETRYGEN)
 
-# The distribution: ocb generates _build/ and compiles it.
-$(COLLECTOR): $(OCB) builder-config.yaml $(GO_SOURCES)
-	$(OCB) --config builder-config.yaml
+# The distribution: ocb generates _build/ and compiles it. ocb reads its
+# environment over the manifest (koanf), so dist.version comes from here; the
+# stamp rebuilds the binary when the version changes.
+$(COLLECTOR): $(OCB) builder-config.yaml $(GO_SOURCES) $(DIST_VERSION_STAMP)
+	env 'dist.version=$(DIST_VERSION)' $(OCB) --config builder-config.yaml
+
+FORCE:
+
+$(DIST_VERSION_STAMP): FORCE
+	@mkdir -p $(@D); [ "$$(cat $@ 2>/dev/null)" = "$(DIST_VERSION)" ] || echo "$(DIST_VERSION)" >$@
 
 build: $(COLLECTOR)
 
@@ -111,5 +129,38 @@ BENCH_FLAGS ?=
 bench: build services
 	@$(SERVICES_ENV); set -x; $(GO) run ./cmd/bench -scale $(SCALE) -users $(USERS) -parts $(PARTS) -collector $(COLLECTOR) -redis "$$POSTGRESCOPY_REDIS" $(BENCH_FLAGS)
 
+# A release: checks that the tree is clean, that CHANGELOG.md has the version
+# and builder-config.yaml's dist.version is it, and that `make test` passes,
+# then tags HEAD vX.Y.Z (a local annotated tag; pushing it is up to you).
+# RELEASE_TEST overrides the test command.
+VERSION ?=
+RELEASE_TEST ?= $(MAKE) test
+release:
+	@RELEASE_TEST='$(RELEASE_TEST)' scripts/release.sh '$(VERSION)'
+
+$(NFPM):
+	GOBIN=$(BIN) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
+# Packages of the built distribution in dist/: .deb, .rpm and a .tar.gz of
+# the binary, version DIST_VERSION, package release PKG_RELEASE, and
+# dist/sha256sums.txt over every artifact there (packaging/, docs/install.md).
+PKG_RELEASE ?= 1
+package: build $(NFPM)
+	@NFPM=$(NFPM) scripts/package.sh $(COLLECTOR) '$(DIST_VERSION)' '$(PKG_RELEASE)' $(CURDIR)/dist
+
+# The .deb on a fresh Debian bookworm root (debootstrap, as root; minutes):
+# installed, run as its unit runs it, spans sent and found in PostgreSQL,
+# upgraded with an edited config kept, removed. Not part of `make test`.
+package-test: build $(NFPM) $(TELEMETRYGEN) services
+	@$(SERVICES_ENV); DIST_VERSION='$(DIST_VERSION)' NFPM=$(NFPM) OCB=$(OCB) TELEMETRYGEN=$(TELEMETRYGEN) scripts/package-test.sh
+
+# postgrescopy in a user's own distribution, alone (`make test` runs it too):
+# docs/install.md's manifest (otlp, batch, filelog, file_storage, debug,
+# postgrescopy, loadgen) built with ocb in a temporary directory outside the
+# repository, run, its rows found in PostgreSQL. Its build shares the Go
+# build cache: seconds warm, minutes the first time on a machine.
+distcheck: services $(OCB) $(TELEMETRYGEN)
+	@$(SERVICES_ENV); set -x; $(GO) test -count=1 -timeout 30m -run 'TestOwnDistribution' -v ./e2e/
+
 clean:
-	rm -rf _build
+	rm -rf _build dist

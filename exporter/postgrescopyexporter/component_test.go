@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,7 +90,24 @@ func readMetadata(t *testing.T) metadataFile {
 func TestMetadataMatchesCode(t *testing.T) {
 	m := readMetadata(t)
 	assert.Equal(t, metadata.Type.String(), m.Type)
-	assert.ElementsMatch(t, []string{"traces", "metrics", "logs"}, m.Status.Stability["alpha"])
+	// Stability per signal: each signal under exactly one level, the level
+	// the factory (internal/metadata) registers it with.
+	f := NewFactory()
+	code := map[string]component.StabilityLevel{
+		"traces": f.TracesStability(), "metrics": f.MetricsStability(), "logs": f.LogsStability(),
+	}
+	levels := map[string]string{}
+	for level, signals := range m.Status.Stability {
+		for _, s := range signals {
+			_, dup := levels[s]
+			assert.False(t, dup, "metadata.yaml states %s twice", s)
+			levels[s] = level
+		}
+	}
+	assert.Len(t, levels, len(code), "metadata.yaml states exactly traces, metrics and logs: %v", levels)
+	for s, l := range code {
+		assert.Equal(t, strings.ToLower(l.String()), levels[s], "stability of %s: metadata.yaml vs internal/metadata", s)
+	}
 	assert.Equal(t, component.StabilityLevelAlpha, metadata.TracesStability)
 	def := metadata.NewDefaultSendingQueueConfig()
 	q := def.Get()
