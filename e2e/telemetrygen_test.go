@@ -121,8 +121,10 @@ func TestShutdownDrainsQueue(t *testing.T) {
 	schema := pgtest.Schema(t, pool)
 	ep := newEndpoints(t)
 	exp := pgExporter(pgtest.URL(), schema)
+	// Acknowledged once queued: the batch waits for the stop, not the senders.
 	exp["sending_queue"] = map[string]any{
-		"batch": map[string]any{"flush_timeout": "60s", "min_size": 100000, "max_size": 150000},
+		"wait_for_result": false,
+		"batch":           map[string]any{"flush_timeout": "60s", "min_size": 100000, "max_size": 150000},
 	}
 	c := startCollector(t, ep, collectorConfig(ep, map[string]any{"postgrescopy": exp}, "info"))
 
