@@ -46,9 +46,10 @@ var dashboardColumns = map[string][]string{
 type grafanaDashboard struct {
 	Templating struct {
 		List []struct {
-			Name  string `json:"name"`
-			Type  string `json:"type"`
-			Query any    `json:"query"`
+			Name     string `json:"name"`
+			Type     string `json:"type"`
+			Query    any    `json:"query"`
+			AllValue string `json:"allValue"`
 		} `json:"list"`
 	} `json:"templating"`
 	Panels []grafanaPanel `json:"panels"`
