@@ -173,7 +173,7 @@ FROM S.ai_spend WHERE hour > now() - interval '7 days' AND hour <= now() AND `+t
 		out["queries/token_cost.sql"] = totalOf(t, pool, shippedQuery(t, "token_cost", s), "cost_usd", 4)
 		out["queries/ai_spend_daily.sql"] = totalOf(t, pool, shippedQuery(t, "ai_spend_daily", s), "cost", 4)
 		u := totalOf(t, pool, shippedQuery(t, "ai_unpriced_calls", s), "", 0)
-		out["queries/ai_unpriced_calls.sql"] = spendTotal{calls: -1, unpriced: u.unpriced, places: 30}
+		out["queries/ai_unpriced_calls.sql"] = spendTotal{cost: math.NaN(), calls: -1, unpriced: u.unpriced}
 	}
 	dash := loadDashboard(t)
 	macros := grafanaMacros{from: now.AddDate(0, 0, -7), to: now, interval: time.Hour}

@@ -20,12 +20,16 @@ func GenAI() []Promoted {
 	return []Promoted{
 		{Column: "gen_ai_provider_name", Kind: KindText, Traces: true,
 			From: span("gen_ai.provider.name", "gen_ai.system", "llm.provider", "llm.system")}, // gen_ai.system: deprecated in 1.37
+		// openinference.span.kind (LLM, EMBEDDING, CHAIN...) is
+		// OpenInference's only word on the operation: gen_ai_spans maps LLM
+		// to chat and EMBEDDING to embeddings, and its other kinds to no
+		// operation (schema 010).
 		{Column: "gen_ai_operation_name", Kind: KindText, Traces: true,
-			From: span("gen_ai.operation.name")},
+			From: span("gen_ai.operation.name", "openinference.span.kind")},
 		{Column: "gen_ai_request_model", Kind: KindText, Traces: true,
 			From: span("gen_ai.request.model")},
 		{Column: "gen_ai_response_model", Kind: KindText, Traces: true,
-			From: span("gen_ai.response.model", "llm.model_name")}, // llm.*: OpenInference
+			From: span("gen_ai.response.model", "llm.model_name", "embedding.model_name")}, // llm.*, embedding.*: OpenInference
 		{Column: "gen_ai_input_tokens", Kind: KindInt64, Traces: true,
 			From: span("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")}, // prompt_tokens: deprecated
 		{Column: "gen_ai_output_tokens", Kind: KindInt64, Traces: true,
