@@ -245,30 +245,30 @@ func TestAISpendAnswersAgree(t *testing.T) {
 
 	// The SDK calls (TestAISpendFromSDKSpans: 3.903 USD, 8 calls of which
 	// 2 unpriced, teams a and b) and the fixtures, which this price file
-	// does not price (gpt-4o-mini, text-embedding-3-small): their 12 calls
-	// are unpriced, teams search and assistant. Cost 3.903, 20 calls, 14
+	// does not price (gpt-4o-mini, text-embedding-3-small): their 16 calls
+	// are unpriced, teams search and assistant. Cost 3.903, 24 calls, 18
 	// unpriced.
 	recordSDKCalls(t, otlpInto(t, te), day)
 	for lib, at := range fixtureStarts(day) {
 		require.NoError(t, te.ConsumeTraces(ctx, genaiFixture(t, lib, at)), lib)
 	}
 	t.Run("not rolled up", func(t *testing.T) {
-		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 3.903, 20, 14)
+		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 3.903, 24, 18)
 		// Team a: 2.475 + 0.549, 3 calls.
 		assertOneAnswer(t, spendAnswers(t, pool, schemaName, "a"), 3.024, 3, 0)
-		assertOneAnswer(t, spendAnswers(t, pool, schemaName, "search"), 0, 5, 5)
+		assertOneAnswer(t, spendAnswers(t, pool, schemaName, "search"), 0, 6, 6)
 	})
 
 	maintainNow(t, pool, schemaName, 0)
 	t.Run("rolled up", func(t *testing.T) {
-		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 3.903, 20, 14)
+		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 3.903, 24, 18)
 		assertOneAnswer(t, spendAnswers(t, pool, schemaName, "a"), 3.024, 3, 0)
 	})
 
 	// Late spans for rolled-up hours: the SDK calls once more.
 	recordSDKCalls(t, otlpInto(t, te), day)
 	t.Run("late spans", func(t *testing.T) {
-		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 7.806, 28, 16)
+		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 7.806, 32, 20)
 		assertOneAnswer(t, spendAnswers(t, pool, schemaName, "a"), 6.048, 6, 0)
 	})
 }

@@ -97,6 +97,18 @@ var fixtureCalls = map[string][]fixtureCall{
 		// (2000-1536)×0.15 + 1536×0.075 + 40×0.60 = 69.6 + 115.2 + 24 = 208.8 µUSD
 		{"assistant", "Internal", "chat", "openai", "gpt-4o-mini-2024-07-18", "2000", "1536", "40", "catalog", "", "0.0002088"},
 	},
+	// The Vercel AI SDK (telemetry on): each call an INTERNAL span pair,
+	// the outer (ai.generateText...) with ai.usage.* only, not a call, the
+	// inner (ai.generateText.doGenerate...) with gen_ai.* and its cached
+	// tokens as ai.usage.cachedInputTokens; provider openai.chat, no
+	// operation; embeddings carry no gen_ai.* attribute: not calls.
+	"vercel": {
+		{"search", "Internal", "", "openai.chat", "gpt-4o-mini-2024-07-18", "1200", "1024", "300", "catalog", "", "0.0002832"},
+		// 900×0.15 + 150×0.60 = 225 µUSD, cached tokens sent as 0
+		{"assistant", "Internal", "", "openai.chat", "gpt-4o-mini-2024-07-18", "900", "0", "150", "catalog", "", "0.000225"},
+		{"assistant", "Internal", "", "openai.chat", "gpt-4o-mini-2024-07-18", "2000", "1536", "40", "catalog", "", "0.0002088"},
+		{"assistant", "Internal", "", "openai.chat", "gpt-4o-mini", "", "", "", "unpriced", "no_tokens", ""},
+	},
 }
 
 // fixtureTotals is each library's cost, summed by hand from fixtureCalls.
@@ -104,6 +116,7 @@ var fixtureTotals = map[string]string{
 	"otel":          "0.00090932", // 360 + 0.32 + 225 + 324 µUSD
 	"traceloop":     "0.000684",   // 360 + 324
 	"openinference": "0.000492",   // 283.2 + 208.8
+	"vercel":        "0.000717",   // 283.2 + 225 + 208.8
 }
 
 // fixtureStarts places each library's calls in an hour of its own.
@@ -112,11 +125,12 @@ func fixtureStarts(day time.Time) map[string]time.Time {
 		"otel":          day.Add(10 * time.Hour),
 		"traceloop":     day.Add(11 * time.Hour),
 		"openinference": day.Add(13 * time.Hour),
+		"vercel":        day.Add(14 * time.Hour),
 	}
 }
 
 // TestAISpendFixtures replays what the three instrumentations of the openai
-// npm client really exported (testdata/genai) through the exporter, priced
+// npm client and the Vercel AI SDK's telemetry really exported (testdata/genai) through the exporter, priced
 // by the example price file, with cost attribution by the resource's team:
 // every recorded call is in gen_ai_calls with its provider, model,
 // operation, tokens, team and cost as computed by hand, a call without
@@ -175,7 +189,8 @@ FROM `+s+`.ai_spend_hourly WHERE hour >= $1 AND hour < $2 GROUP BY dims ->> 'tea
 		perTeam = append(perTeam, v)
 	}
 	require.NoError(t, rows.Err())
-	// assistant: 225 + 324 (otel) + 324 (traceloop) + 208.8 (openinference) µUSD,
-	// 3 + 2 + 2 calls, unpriced 1 + 1 + 1; search: 360.32 + 360 + 283.2, 2 + 1 + 2, 0 + 0 + 1.
-	assert.Equal(t, []string{"assistant 0.0010818 7 3", "search 0.00100352 5 1"}, perTeam)
+	// assistant: 225 + 324 (otel) + 324 (traceloop) + 208.8 (openinference)
+	// + 225 + 208.8 (vercel) µUSD, 3 + 2 + 2 + 3 calls, unpriced 1 + 1 + 1 + 1;
+	// search: 360.32 + 360 + 283.2 + 283.2, 2 + 1 + 2 + 1 calls, unpriced 0 + 0 + 1 + 0.
+	assert.Equal(t, []string{"assistant 0.0015156 10 4", "search 0.00128672 6 1"}, perTeam)
 }

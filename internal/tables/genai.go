@@ -38,13 +38,14 @@ func GenAI() []Promoted {
 			From: span("gen_ai.usage.cost", "gen_ai.usage.cost_usd", "llm.usage.cost", "cost_usd")},
 		// Cached and reasoning tokens are part of the input and output
 		// totals; the cost view prices them apart (schema 006). The second
-		// key is OpenLLMetry's, the third OpenInference's.
+		// key is OpenLLMetry's, the third OpenInference's, the fourth the
+		// Vercel AI SDK's (its call spans carry it beside gen_ai.usage.*).
 		{Column: "gen_ai_cache_read_input_tokens", Kind: KindInt64, Traces: true,
-			From: span("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens", "llm.token_count.prompt_details.cache_read")},
+			From: span("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens", "llm.token_count.prompt_details.cache_read", "ai.usage.cachedInputTokens")},
 		{Column: "gen_ai_cache_creation_input_tokens", Kind: KindInt64, Traces: true,
 			From: span("gen_ai.usage.cache_creation.input_tokens", "gen_ai.usage.cache_creation_input_tokens", "llm.token_count.prompt_details.cache_write")},
 		{Column: "gen_ai_reasoning_output_tokens", Kind: KindInt64, Traces: true,
-			From: span("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens", "llm.token_count.completion_details.reasoning")},
+			From: span("gen_ai.usage.reasoning.output_tokens", "gen_ai.usage.reasoning_tokens", "llm.token_count.completion_details.reasoning", "ai.usage.reasoningTokens")},
 		{Column: "gen_ai_conversation_id", Kind: KindText, Traces: true,
 			From: span("gen_ai.conversation.id", "session.id")}, // session.id: OpenInference
 		{Column: "gen_ai_agent_name", Kind: KindText, Traces: true,

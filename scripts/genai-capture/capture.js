@@ -21,6 +21,9 @@ const LIBRARIES = {
   otel: '@opentelemetry/instrumentation-openai',
   traceloop: '@traceloop/instrumentation-openai',
   openinference: '@arizeai/openinference-instrumentation-openai',
+  // The Vercel AI SDK records its own spans (experimental_telemetry):
+  // no instrumentation package, the openai provider of the SDK.
+  vercel: 'ai',
 };
 const TEAMS = ['search', 'assistant'];
 const RESPONSE_MODEL = 'gpt-4o-mini-2024-07-18';
@@ -153,6 +156,12 @@ async function child(lib, team, base) {
     spanProcessors: [new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${base}/v1/traces` }))],
   });
   provider.register();
+  if (lib === 'vercel') {
+    await vercelCalls(team, base);
+    await provider.forceFlush();
+    await provider.shutdown();
+    return;
+  }
   const mod = require(LIBRARIES[lib]);
   const Instrumentation = { otel: mod.OpenAIInstrumentation, traceloop: mod.OpenAIInstrumentation, openinference: mod.OpenAIInstrumentation }[lib];
   const inst = new Instrumentation();
@@ -183,6 +192,35 @@ async function child(lib, team, base) {
   }
   await provider.forceFlush();
   await provider.shutdown();
+}
+
+// vercelCalls makes the team's calls with the Vercel AI SDK, telemetry on,
+// through its OpenAI provider's chat completions model (the fake server has
+// no Responses API).
+async function vercelCalls(team, base) {
+  const { generateText, streamText, embedMany, tool, jsonSchema } = require('ai');
+  const { createOpenAI } = require('@ai-sdk/openai');
+  const openai = createOpenAI({ apiKey: 'sk-capture', baseURL: `${base}/v1` });
+  const telemetry = { isEnabled: true, functionId: `capture-${team}` };
+  const model = openai.chat('gpt-4o-mini');
+  if (team === 'search') {
+    await generateText({ model, prompt: 'chat', experimental_telemetry: telemetry, maxRetries: 0 });
+    await embedMany({ model: openai.embeddingModel('text-embedding-3-small'), values: ['first text', 'second text'], experimental_telemetry: telemetry, maxRetries: 0 });
+    return;
+  }
+  const stream = streamText({ model, prompt: 'stream', experimental_telemetry: telemetry, maxRetries: 0 });
+  for await (const _ of stream.textStream) { /* drain */ } // eslint-disable-line no-unused-vars
+  await stream.usage;
+  await generateText({
+    model, prompt: 'tool', experimental_telemetry: telemetry, maxRetries: 0,
+    tools: { get_weather: tool({ description: 'weather', inputSchema: jsonSchema({ type: 'object', properties: { city: { type: 'string' } } }) }) },
+  });
+  try {
+    await generateText({ model, prompt: 'error', experimental_telemetry: telemetry, maxRetries: 0 });
+    throw new Error('the refused call succeeded');
+  } catch (e) {
+    if (!String(e && e.message).includes('Rate limit')) throw e;
+  }
 }
 
 if (process.argv[2] === '--child') {
