@@ -263,6 +263,19 @@ func TestAISpendAnswersAgree(t *testing.T) {
 	t.Run("rolled up", func(t *testing.T) {
 		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 3.903, 24, 18)
 		assertOneAnswer(t, spendAnswers(t, pool, schemaName, "a"), 3.024, 3, 0)
+		// The test's late window (48h) has ai_spend read yesterday live:
+		// read every closed hour from the rollup instead, as once they are
+		// older than the window.
+		s := pgx.Identifier{schemaName}.Sanitize()
+		_, err := pool.Exec(ctx, `UPDATE `+s+`.ai_spend_settings SET live_from = rolled_to`)
+		require.NoError(t, err)
+		var fromRollup int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT sum(calls) FROM `+s+`.ai_spend_hourly`).Scan(&fromRollup))
+		require.Equal(t, int64(24), fromRollup, "the rollup holds every call")
+		assertOneAnswer(t, spendAnswers(t, pool, schemaName, ""), 3.903, 24, 18)
+		assertOneAnswer(t, spendAnswers(t, pool, schemaName, "a"), 3.024, 3, 0)
+		_, err = pool.Exec(ctx, `UPDATE `+s+`.ai_spend_settings SET live_from = rolled_to - late_window`)
+		require.NoError(t, err)
 	})
 
 	// Late spans for rolled-up hours: the SDK calls once more.
