@@ -56,23 +56,30 @@ ALTER TABLE {{schema}}.ai_spend_hourly ADD COLUMN IF NOT EXISTS no_tokens_calls 
 ALTER TABLE {{schema}}.ai_spend_settings ADD COLUMN IF NOT EXISTS live_from timestamptz;
 
 -- postgrescopy_price_match is the SQL text of "catalog row p prices model
--- m" (p a model_prices alias, m a text expression), for the generated
--- queries; postgrescopy_price_rank their ORDER BY among the matching rows.
-CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_price_match(p text, m text)
+-- m" (p a model_prices alias, m a text expression, sm the same model
+-- without what postgrescopy_model_prefix matches, computed once per model),
+-- for the generated queries; postgrescopy_price_rank their ORDER BY among
+-- the matching rows. The prefix compare comes first: the version regex
+-- runs only on a row whose model begins the name.
+CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_model_prefix()
+RETURNS text
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $prefix$
+    -- a path, or Bedrock's region and vendor, before the name
+    SELECT '^(.*/)?(((us|eu|apac|jp|au|ca|global|us-gov)\.)?(anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen|writer)\.)?'::text
+$prefix$;
+
+CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_price_match(p text, m text, sm text)
 RETURNS text
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
 AS $match$
     SELECT format($f$CASE %1$s.match WHEN 'exact' THEN %1$s.model = %2$s
         WHEN 'pattern' THEN %2$s LIKE %1$s.model
-        ELSE %1$s.model = %2$s
-          OR (left(%2$s, length(%1$s.model)) = %1$s.model AND substr(%2$s, length(%1$s.model) + 1) ~ %3$L)
-          OR (left(regexp_replace(%2$s, %4$L, ''), length(%1$s.model)) = %1$s.model
-              AND substr(regexp_replace(%2$s, %4$L, ''), length(%1$s.model) + 1) ~ %3$L) END$f$,
-        p, m,
-        -- a version after the family's name
-        '^(-[0-9]{2,8}|-v[0-9]+(\.[0-9]+)*(:[0-9]+)?|:[0-9]+|@[0-9]{2,8}|[-@]latest|-preview|-exp)*$',
-        -- a path, or Bedrock's region and vendor, before it
-        '^(.*/)?(((us|eu|apac|jp|au|ca|global|us-gov)\.)?(anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen|writer)\.)?')
+        ELSE (starts_with(%2$s, %1$s.model) AND substr(%2$s, length(%1$s.model) + 1) ~ %4$L)
+          OR (starts_with(%3$s, %1$s.model) AND %3$s <> %2$s AND substr(%3$s, length(%1$s.model) + 1) ~ %4$L) END$f$,
+        p, m, sm,
+        -- versions after the family's name
+        '^(-[0-9]{2,8}|-v[0-9]+(\.[0-9]+)*(:[0-9]+)?|:[0-9]+|@[0-9]{2,8}|[-@]latest|-preview|-exp)*$')
 $match$;
 
 CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_price_rank(p text, m text)
@@ -198,7 +205,7 @@ FROM (
            p.id AS price_id
     FROM %1$I.gen_ai_spans t
     LEFT JOIN LATERAL (
-        SELECT mp.* FROM %1$I.model_prices mp
+        SELECT mp.* FROM (SELECT regexp_replace(t.model, %5$L, '') AS sm OFFSET 0) k, %1$I.model_prices mp
         WHERE (mp.provider IS NULL OR mp.provider = t.provider)
           AND %3$s
           AND t.start_time >= mp.valid_from AND t.start_time < mp.valid_to
@@ -206,7 +213,8 @@ FROM (
         LIMIT 1
     ) p ON true
 ) c
-$view$, s, expr, {{schema}}.postgrescopy_price_match('mp', 't.model'), {{schema}}.postgrescopy_price_rank('mp', 't.model')),
+$view$, s, expr, {{schema}}.postgrescopy_price_match('mp', 't.model', 'k.sm'), {{schema}}.postgrescopy_price_rank('mp', 't.model'),
+        {{schema}}.postgrescopy_model_prefix()),
         '{{c12}}', c[12]), '{{c11}}', c[11]), '{{c10}}', c[10]), '{{c9}}', c[9]), '{{c8}}', c[8]), '{{c7}}', c[7]), '{{c6}}', c[6]), '{{c5}}', c[5]), '{{c4}}', c[4]), '{{c3}}', c[3]), '{{c2}}', c[2]), '{{c1}}', c[1]);
     IF v IS DISTINCT FROM (SELECT view_sql FROM {{schema}}.ai_spend_settings)
        OR to_regclass(format('%I.gen_ai_calls', s)) IS NULL THEN
@@ -314,7 +322,7 @@ BEGIN
         SELECT k.provider AS k_provider, k.model AS k_model, mp.id, mp.currency, mp.valid_from, mp.valid_to,
                mp.input_per_mtok, mp.output_per_mtok, mp.cache_read_per_mtok, mp.cache_write_per_mtok, mp.reasoning_per_mtok,
                mp.match, mp.model, mp.provider
-        FROM (SELECT DISTINCT p.provider, p.model FROM p) k
+        FROM (SELECT DISTINCT p.provider, p.model, regexp_replace(p.model, %9$L, '') AS sm FROM p) k
         JOIN %1$I.model_prices mp
           ON (mp.provider IS NULL OR mp.provider = k.provider)
          AND %7$s
@@ -348,7 +356,8 @@ BEGIN
                     + p.priced_reasoning_tokens * coalesce(mp.reasoning_per_mtok, mp.output_per_mtok)) / 1000000
                END AS computed_cost
     ) x)$part$, s, g, hi_m, mixed, CASE WHEN p_team THEN 'p.team' ELSE 'NULL::text' END, inside,
-        {{schema}}.postgrescopy_price_match('mp', 'k.model'), {{schema}}.postgrescopy_price_rank('c', 'c.k_model'));
+        {{schema}}.postgrescopy_price_match('mp', 'k.model', 'k.sm'), {{schema}}.postgrescopy_price_rank('c', 'c.k_model'),
+        {{schema}}.postgrescopy_model_prefix());
     END IF;
     RETURN QUERY EXECUTE q;
 END
