@@ -7,11 +7,11 @@
 -- tokens at their own rates); unpriced calls had neither and add nothing to
 -- cost: price them (pricing: {file: ...}) rather than read them as free.
 -- Columns: otel.ai_spend is the rollup (ai_spend_hourly) for the hours
--- postgrescopy_maintain has rolled up and the raw calls (gen_ai_calls) after
--- them, so the open hour is counted too. team is the cost attribution
+-- before the late window and the calls (gen_ai_calls) from it on, so the
+-- open hour and late spans are counted at once. team is the cost attribution
 -- dimension named team (cost_attribution: {dimensions: [{name: team, ...}]});
 -- NULL without one.
--- Index: ai_spend_hourly (hour); the raw part reads only the open hour's
+-- Index: ai_spend_hourly (hour); the live part reads only the late window's
 -- partitions.
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
 SELECT date_trunc('day', hour, 'UTC') AS day,
@@ -23,7 +23,7 @@ SELECT date_trunc('day', hour, 'UTC') AS day,
        sum(input_tokens) AS input_tokens,
        sum(cache_read_tokens) AS cache_read_tokens,
        sum(output_tokens) AS output_tokens,
-       round(sum(cost), 2) AS cost,
+       round(sum(cost), 6) AS cost,
        min(currency) AS currency
 FROM otel.ai_spend
 WHERE hour > now() - interval '30 days' AND hour <= now()

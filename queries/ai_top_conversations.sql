@@ -15,7 +15,7 @@ SELECT conversation_id,
        string_agg(DISTINCT model, ', ') AS models,
        sum(input_tokens) AS input_tokens,
        sum(output_tokens) AS output_tokens,
-       round(sum(cost), 4) AS cost
+       round(sum(cost), 6) AS cost
 FROM otel.gen_ai_calls
 WHERE start_time > now() - interval '24 hours' AND start_time <= now()
   AND conversation_id IS NOT NULL

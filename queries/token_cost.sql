@@ -1,13 +1,15 @@
 -- Token usage and cost per model, team and day
 --
 -- Answers: the AI bill: per day, team and model, the calls, the unpriced
--- ones, input and output tokens and their cost over the last 7 days,
--- dearest first. cost_usd is the provider-reported cost where a span
--- carried one, else tokens × the catalog price valid at the call's time
--- (pricing: {file: ...}; cached and reasoning tokens at their own rates);
--- unpriced calls add nothing, so price them rather than read them as free.
--- Only CLIENT spans count (the provider and embeddings calls): the LLM proxy's
--- SERVER span repeats its calls' totals and would count them twice.
+-- ones (apart: without a price, without token counts), input and output
+-- tokens and their cost over the last 7 days, dearest first. cost_usd is
+-- the provider-reported cost where a span carried one, else tokens × the
+-- catalog price valid at the call's time (pricing: {file: ...}; cached and
+-- reasoning tokens at their own rates); unpriced calls add nothing, so
+-- price them rather than read them as free (queries/ai_unpriced_calls.sql
+-- says how, per model). Every GenAI call counts, whatever its span kind
+-- (OpenInference's are INTERNAL), except SERVER spans: an LLM proxy's
+-- server span repeats its calls' totals (gen_ai_spans leaves them out).
 -- team is the cost attribution dimension named team (cost_attribution:
 -- {dimensions: ...}), else the span attribute team.
 -- Columns: otel.ai_spend_groups(from, from included, to, to included, team):
@@ -23,11 +25,11 @@ SELECT date_trunc('day', g.minute) AS day,
        g.model,
        sum(g.calls)::bigint AS calls,
        sum(g.unpriced_calls)::bigint AS unpriced_calls,
+       sum(g.unpriced_calls - g.no_tokens_calls)::bigint AS unpriced_no_price,
+       sum(g.no_tokens_calls)::bigint AS unpriced_no_tokens,
        sum(g.input_tokens) AS input_tokens,
        sum(g.output_tokens) AS output_tokens,
-       round(sum(g.cost), 4) AS cost_usd
+       round(sum(g.cost), 6) AS cost_usd
 FROM otel.ai_spend_groups(now() - interval '7 days', false, now(), true, true) g
-WHERE g.span_kind = 'Client'
-  AND g.has_input
 GROUP BY 1, 2, 3
 ORDER BY cost_usd DESC NULLS LAST, day, team, model;

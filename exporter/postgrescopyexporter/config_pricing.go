@@ -29,7 +29,8 @@ type CostAttributionConfig struct {
 	// Default none. Applied with create_schema: true.
 	Dimensions []DimensionConfig `mapstructure:"dimensions"`
 	// late_window is how far back each maintenance run recomputes the
-	// rollup, so that spans arriving late are counted. Default 6h.
+	// rollup, so that spans arriving late are counted; ai_spend reads these
+	// hours from the calls, so a late span counts there at once. Default 6h.
 	LateWindow time.Duration `mapstructure:"late_window"`
 }
 

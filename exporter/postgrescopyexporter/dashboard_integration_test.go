@@ -37,7 +37,7 @@ var dashboardColumns = map[string][]string{
 	"Spend per day by model":       {"time", "metric", "value"},
 	"Spend by team and model":      {"team", "provider", "model", "calls", "reported_calls", "catalog_calls", "unpriced_calls", "input_tokens", "output_tokens", "cost", "currency"},
 	"Tokens by kind":               {"time", "metric", "value"},
-	"Unpriced calls":               {"provider", "model", "unpriced_calls", "calls"},
+	"Unpriced calls":               {"provider", "model", "unpriced_reason", "unpriced_calls", "what_to_do"},
 	"Top conversations":            {"conversation_id", "calls", "agents", "models", "input_tokens", "output_tokens", "cost"},
 	"GenAI call errors":            {"time", "metric", "value"},
 	"GenAI call latency p50 / p95": {"time", "metric", "value"},
@@ -46,9 +46,10 @@ var dashboardColumns = map[string][]string{
 type grafanaDashboard struct {
 	Templating struct {
 		List []struct {
-			Name  string `json:"name"`
-			Type  string `json:"type"`
-			Query any    `json:"query"`
+			Name     string `json:"name"`
+			Type     string `json:"type"`
+			Query    any    `json:"query"`
+			AllValue string `json:"allValue"`
 		} `json:"list"`
 	} `json:"templating"`
 	Panels []grafanaPanel `json:"panels"`

@@ -16,7 +16,7 @@ import (
 type Price struct {
 	Line       int    // where it is in the file
 	Provider   string // "" matches every provider
-	Model      string // an exact name, or a LIKE pattern when Pattern
+	Model      string // a model name (it and its versions), or a LIKE pattern when Pattern
 	Pattern    bool
 	Input      string
 	Output     string
@@ -46,8 +46,10 @@ func ParseFile(path string) ([]Price, error) {
 // Parse reads a price file: a YAML document with a `prices` list, each
 // entry with model, input and output (per million tokens) and optionally
 // provider, cache_read, cache_write, reasoning, currency (default USD),
-// valid_from and valid_to (RFC 3339 or YYYY-MM-DD, UTC). A * in model makes
-// it a pattern. Every problem is reported with its line.
+// valid_from and valid_to (RFC 3339 or YYYY-MM-DD, UTC). A model name
+// prices that model and its versions (gpt-4o-mini prices
+// gpt-4o-mini-2024-07-18: see docs/ai-spend.md); a * in model makes it a
+// pattern. Every problem is reported with its line.
 func Parse(b []byte) ([]Price, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {

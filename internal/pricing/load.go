@@ -53,7 +53,8 @@ func Load(ctx context.Context, pool *pgxpool.Pool, schemaName, origin string, pr
 		}
 		rows := make([][]any, len(prices))
 		for i, p := range prices {
-			match := "exact"
+			// A name prices its model and the model's versions (schema 010).
+			match := "family"
 			if p.Pattern {
 				match = "pattern"
 			}
