@@ -77,6 +77,9 @@ type redisSide struct {
 	// durability as last read; durabilityRead once it was.
 	durability     coord.Durability
 	durabilityRead bool
+	// memory as last read (maxmemory-policy); memoryRead once it was.
+	memory     coord.Memory
+	memoryRead bool
 	durReg         metric.Registration
 	admReg         metric.Registration
 }
@@ -138,6 +141,38 @@ type redisClient struct {
 	// message may show.
 	user    string
 	secrets []string
+	// masterName is redis::sentinel::master_name, sentinels the sentinels'
+	// addresses (Sentinel mode only).
+	masterName, sentinels string
+}
+
+// explain names a Redis error for what it is and says what fixes it, for
+// clients' statuses and the logs; mem, when known, is the memory settings
+// of the server that refused (an OOM). The error stays retryable and
+// wrapped: Classify still sees it.
+func (cl *redisClient) explain(err error, mem ...coord.Memory) error {
+	switch coord.Classify(err) {
+	case coord.KindUnknownMaster:
+		return fmt.Errorf("sentinel does not know master_name %q: check redis::sentinel::master_name against "+
+			"their sentinel monitor lines, or let them start monitoring it; retrying: %w", cl.masterName, err)
+	case coord.KindNoSentinel:
+		return fmt.Errorf("no sentinel of redis::sentinel::endpoints (%s) names a primary for %q; retrying: %w", cl.sentinels, cl.masterName, err)
+	case coord.KindClusterDown:
+		return fmt.Errorf("the Redis Cluster does not serve the slot (CLUSTERDOWN: a primary down and no replica promoted yet, "+
+			"or slots not assigned); retrying: %w", err)
+	case coord.KindOOM:
+		if len(mem) == 0 || mem[0].Policy == "" {
+			return fmt.Errorf("Redis is out of memory (at maxmemory): raise maxmemory or let the flush catch up; retrying: %w", err)
+		}
+		m := mem[0]
+		where := ""
+		if m.Addr != "" {
+			where = " on " + m.Addr
+		}
+		return fmt.Errorf("Redis is out of memory%s (maxmemory %d bytes, policy %s): raise maxmemory or let the flush catch up; retrying: %w",
+			where, m.MaxBytes, m.Policy, err)
+	}
+	return err
 }
 
 // newRedisClient builds the client. Every mode gets the same deadlines,
@@ -179,6 +214,7 @@ func (rc *RedisConfig) newRedisClient(ctx context.Context) (*redisClient, error)
 	case rc.Sentinel.HasValue():
 		sc := rc.Sentinel.Get()
 		cl.secrets = append(cl.secrets, string(sc.Password))
+		cl.masterName, cl.sentinels = sc.MasterName, strings.Join(sc.Endpoints, ",")
 		cl.where = fmt.Sprintf("redis::sentinel master %q (sentinels %s)", sc.MasterName, strings.Join(sc.Endpoints, ","))
 		cl.rdb = redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: sc.MasterName, SentinelAddrs: sc.Endpoints,
@@ -428,6 +464,8 @@ func (c *client) maintainRedis(ctx context.Context) {
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
 	var lastConsumers time.Time
+	// problem is the last failure said, so that a lasting one is said once.
+	problem := ""
 	for {
 		select {
 		case <-ctx.Done():
@@ -441,12 +479,28 @@ func (c *client) maintainRedis(ctx context.Context) {
 				zap.Int("shards", n))
 			c.coverShards(n)
 		}
+		var failed error
 		for _, sig := range signalNames {
 			for _, s := range rs.shards[sig] {
-				c.checkShard(ctx, sig, s)
+				if err := c.checkShard(ctx, sig, s); err != nil && failed == nil {
+					failed = err
+				}
 			}
 		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case failed != nil:
+			if msg := rs.cl.redact(rs.cl.explain(failed)).Error(); msg != problem {
+				problem = msg
+				c.logger.Warn("cannot read the Redis streams; retrying", zap.String("redis", rs.addr), zap.String("error", msg))
+			}
+		case problem != "":
+			problem = ""
+			c.logger.Info("Redis streams readable again", zap.String("redis", rs.addr))
+		}
 		c.rereadDurability(ctx, rs)
+		c.rereadEviction(ctx, rs)
 		if time.Since(lastConsumers) >= consumerPruneEvery {
 			lastConsumers = time.Now()
 			for _, s := range rs.allShards() {
@@ -467,8 +521,9 @@ func (rs *redisSide) allShards() []*coord.Stream {
 	return all
 }
 
-// checkShard refreshes a shard's backlog and notices when Redis lost it.
-func (c *client) checkShard(ctx context.Context, sig string, s *coord.Stream) {
+// checkShard refreshes a shard's backlog and notices when Redis lost it;
+// it returns why the backlog could not be read.
+func (c *client) checkShard(ctx context.Context, sig string, s *coord.Stream) error {
 	rs := c.redis
 	stream := s.Keys().Stream
 	rs.mu.Lock()
@@ -476,7 +531,7 @@ func (c *client) checkShard(ctx context.Context, sig string, s *coord.Stream) {
 	rs.mu.Unlock()
 	st, err := s.Stats(ctx)
 	if err != nil {
-		return
+		return err
 	}
 	// Before the first group creation (Redis unreachable at start)
 	// there is nothing to compare with: the workers create it.
@@ -494,6 +549,7 @@ func (c *client) checkShard(ctx context.Context, sig string, s *coord.Stream) {
 			c.logger.Debug("recreating the consumer group failed", zap.String("stream", stream), zap.Error(err))
 		}
 	}
+	return nil
 }
 
 // shardOf picks the shard of a request from its key: random keys spread
@@ -526,7 +582,12 @@ func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte
 			rs.addr, rs.rc.MinReplicas, err)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", rs.addr, err)
+		var mem coord.Memory
+		if coord.Classify(err) == coord.KindOOM {
+			// Read only when refused: what the operator must change.
+			mem, _ = s.Memory(ctx)
+		}
+		return fmt.Errorf("%s: %w", rs.addr, rs.cl.redact(rs.cl.explain(err, mem)))
 	}
 	rs.recent[s.Name()].add(addedEntry{id: id, key: key, items: items, at: time.Now()})
 	c.tel.PostgrescopyEntriesAdded.Add(ctx, 1, attrs)

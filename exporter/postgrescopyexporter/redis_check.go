@@ -16,8 +16,10 @@ import (
 )
 
 // redisLogger receives go-redis's own log lines (a failed dial, a bad
-// connection put back). go-redis has one process-wide logger: the exporter
-// started last receives the lines of every client.
+// connection put back), at debug level: go-redis repeats them at every
+// attempt, and the exporter's own lines say what fails, once per change.
+// go-redis has one process-wide logger: the exporter started last receives
+// the lines of every client.
 var (
 	redisLogger    atomic.Pointer[zap.Logger]
 	redisLoggerSet sync.Once
@@ -27,7 +29,9 @@ type zapRedisLogger struct{}
 
 func (zapRedisLogger) Printf(_ context.Context, format string, v ...any) {
 	if l := redisLogger.Load(); l != nil {
-		l.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)))
+		if l.Core().Enabled(zap.DebugLevel) {
+			l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
+		}
 	}
 }
 
@@ -61,32 +65,18 @@ func (c *client) checkRedis(ctx context.Context, rs *redisSide) error {
 		}
 	}
 	if err == nil {
+		if err := c.checkEviction(cctx, rs); err != nil {
+			return err
+		}
 		return c.logDurability(cctx, rs)
 	}
-	if isAuthError(err) {
+	if coord.Classify(err) == coord.KindAuth {
 		return rs.cl.redact(fmt.Errorf("postgrescopy: %s refused the credentials: %w; set redis::username and redis::password "+
 			"(or the endpoint URL's user and password; redis::sentinel::username and ::password for the sentinels) to a user this Redis accepts", where, err))
 	}
 	c.logger.Warn("Redis is not reachable yet; flush workers wait for it in the background, requests are refused meanwhile",
-		zap.String("redis", rs.addr), zap.Error(rs.cl.redact(err)))
+		zap.String("redis", rs.addr), zap.Error(rs.cl.redact(rs.cl.explain(err))))
 	return nil
-}
-
-func isAuthError(err error) bool {
-	s := err.Error()
-	for _, m := range []string{"WRONGPASS", "NOAUTH", "invalid password", "invalid username-password", "without any password configured"} {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
-}
-
-// isPermError reports an ACL refusal, of a command or of a command inside a
-// script.
-func isPermError(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "NOPERM") || strings.Contains(s, "can't run this command")
 }
 
 // probeCommands runs the exporter's commands against probe keys and returns
@@ -147,21 +137,14 @@ func probeCommands(ctx context.Context, rdb redis.UniversalClient, prefix string
 	for _, st := range steps {
 		err := st.run()
 		switch {
-		case err == nil || errors.Is(err, redis.Nil):
-		case isPermError(err):
+		case err == nil || coord.IsNil(err):
+		case coord.Classify(err) == coord.KindPermission:
 			denied = append(denied, fmt.Sprintf("%s refused (%s)", st.name, redisMessage(err)))
-		case !isRedisReply(err):
+		case !coord.IsReply(err):
 			return denied, err
 		}
 	}
 	return denied, nil
-}
-
-// isRedisReply reports whether err is an error reply from Redis (the probe
-// keys' state, a refusal), not a connection failure.
-func isRedisReply(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
 }
 
 // redisMessage is the reply of err without the wrapping of coord's errors.
@@ -269,4 +252,66 @@ func (c *client) rereadDurability(ctx context.Context, rs *redisSide) {
 		return
 	}
 	c.logger.Info("Redis persistence changed", fields...)
+}
+
+// checkEviction refuses a Redis whose maxmemory-policy may evict the
+// exporter's keys: an evicted stream is every acknowledged request it held,
+// lost, and eviction starts exactly when a backlog fills the memory. An
+// unreadable policy is left to the periodic re-read.
+func (c *client) checkEviction(ctx context.Context, rs *redisSide) error {
+	m, err := coord.ReadMemory(ctx, rs.rdb)
+	if err != nil {
+		c.logger.Debug("cannot read Redis maxmemory-policy", zap.Error(err))
+		return nil
+	}
+	rs.setMemory(m)
+	if m.Evicts() {
+		return fmt.Errorf("postgrescopy: %s evicts keys at maxmemory (maxmemory-policy %s, maxmemory %d bytes%s): "+
+			"it would delete the streams that hold acknowledged requests; set maxmemory-policy noeviction on that Redis "+
+			"(or a volatile-* policy: the exporter's keys have no TTL), e.g. CONFIG SET maxmemory-policy noeviction then CONFIG REWRITE",
+			rs.addr, m.Policy, m.MaxBytes, nodeSuffix(m))
+	}
+	return nil
+}
+
+func nodeSuffix(m coord.Memory) string {
+	if m.Addr == "" {
+		return ""
+	}
+	return ", on " + m.Addr
+}
+
+// setMemory records the memory settings read and whether the policy
+// changed from an earlier read.
+func (rs *redisSide) setMemory(m coord.Memory) (was coord.Memory, changed bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	was, changed = rs.memory, rs.memoryRead && rs.memory.Policy != m.Policy
+	rs.memory, rs.memoryRead = m, true
+	return was, changed
+}
+
+// rereadEviction re-reads maxmemory-policy while running: a policy changed
+// to an evicting one is said as an error (requests are still acknowledged;
+// the entry counts report what eviction deletes).
+func (c *client) rereadEviction(ctx context.Context, rs *redisSide) {
+	m, err := coord.ReadMemory(ctx, rs.rdb)
+	if err != nil {
+		return
+	}
+	was, changed := rs.setMemory(m)
+	if !changed {
+		return
+	}
+	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("maxmemory_policy", m.Policy),
+		zap.String("was", was.Policy), zap.Int64("maxmemory", m.MaxBytes)}
+	if m.Addr != "" {
+		fields = append(fields, zap.String("node", m.Addr))
+	}
+	if m.Evicts() {
+		c.logger.Error("Redis maxmemory-policy changed to one that evicts keys: at maxmemory it deletes streams holding acknowledged requests; "+
+			"set maxmemory-policy noeviction", fields...)
+		return
+	}
+	c.logger.Info("Redis maxmemory-policy changed", fields...)
 }

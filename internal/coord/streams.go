@@ -166,15 +166,7 @@ func (s *Stream) Ensure(ctx context.Context) (string, error) {
 	return e, nil
 }
 
-func isBusyGroup(err error) bool { return strings.HasPrefix(err.Error(), "BUSYGROUP") }
-
-// IsNoGroup reports whether err says the stream or its consumer group is
-// missing: Redis lost them (or they were deleted), and Ensure must recreate
-// them.
-func IsNoGroup(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.Contains(re.Error(), "NOGROUP")
-}
+func isBusyGroup(err error) bool { return Classify(err) == KindBusyGroup }
 
 func newEpoch() string {
 	var b [8]byte
@@ -204,13 +196,14 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 	// and its INCRBY would subtract bytes not yet counted, and the ack
 	// script's clamp at zero would then leave the counter too high.
 	add := func(c redis.Cmdable) error {
+		var incr *redis.IntCmd
 		_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			xadd = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.Stream, Values: values})
-			pipe.IncrBy(ctx, s.keys.Bytes, int64(len(payload)))
+			incr = pipe.IncrBy(ctx, s.keys.Bytes, int64(len(payload)))
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("xadd %s: %w", s.keys.Stream, err)
+			return fmt.Errorf("xadd %s: %w", s.keys.Stream, queuedErr(err, xadd, incr))
 		}
 		return nil
 	}
@@ -249,7 +242,7 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 		return nil
 	})
 	if err != nil {
-		if cc, ok := s.rdb.(*redis.ClusterClient); ok && isMoved(err) {
+		if cc, ok := s.rdb.(*redis.ClusterClient); ok && (Classify(err) == KindRedirect || Classify(err) == KindClusterDown) {
 			// The slot moved (a reshard, a failover): the next attempt asks
 			// the cluster where it lives now.
 			cc.ReloadState(ctx)
@@ -257,6 +250,21 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 		return "", err
 	}
 	return xadd.Val(), nil
+}
+
+// queuedErr is the refusal behind an aborted transaction: Redis answers
+// EXECABORT to EXEC when it refused a command as it was queued (OOM at
+// maxmemory, an ACL), and that command's own error says why.
+func queuedErr(err error, cmds ...redis.Cmder) error {
+	if !redis.IsExecAbortError(err) {
+		return err
+	}
+	for _, c := range cmds {
+		if e := c.Err(); e != nil && !redis.IsExecAbortError(e) {
+			return e
+		}
+	}
+	return err
 }
 
 // slotPrimary is, on a Redis Cluster, the client of the primary serving the
@@ -271,12 +279,6 @@ func (s *Stream) slotPrimary(ctx context.Context) (*redis.Client, error) {
 		return nil, fmt.Errorf("primary of %s: %w", s.keys.Stream, err)
 	}
 	return primary, nil
-}
-
-// isMoved reports a cluster redirection: the slot is served elsewhere.
-func isMoved(err error) bool {
-	s := err.Error()
-	return strings.Contains(s, "MOVED ") || strings.Contains(s, "ASK ") || strings.Contains(s, "CLUSTERDOWN")
 }
 
 // wait waits for the required replicas on tx's connection: WAITAOF 0 N (the
@@ -363,12 +365,16 @@ func (s *Stream) checkBounds(ctx context.Context, size int64) error {
 		xlen = pipe.XLen(ctx, s.keys.Stream)
 	}
 	// A missing counter is redis.Nil: an empty stream.
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	cmds, err := pipe.Exec(ctx)
+	if err := pipelineFailed(err, cmds); err != nil {
+		return fmt.Errorf("bounds of %s: %w", s.keys.Stream, err)
+	}
+	if err != nil && !IsNil(err) {
 		return fmt.Errorf("bounds of %s: %w", s.keys.Stream, err)
 	}
 	if used != nil {
 		n, err := used.Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		if err != nil && !IsNil(err) {
 			return fmt.Errorf("bounds of %s: %w", s.keys.Stream, err)
 		}
 		if n > 0 && n+size > b.MaxBytes {
@@ -435,7 +441,7 @@ func (s *Stream) ReadNew(ctx context.Context, count int64, block time.Duration) 
 		Group: s.keys.Group, Consumer: s.consumer,
 		Streams: []string{s.keys.Stream, ">"}, Count: count, Block: block,
 	}).Result()
-	if errors.Is(err, redis.Nil) {
+	if IsNil(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -457,7 +463,7 @@ func (s *Stream) ReadOwnPending(ctx context.Context, count int64) ([]Entry, erro
 		Group: s.keys.Group, Consumer: s.consumer,
 		Streams: []string{s.keys.Stream, "0"}, Count: count, Block: -1,
 	}).Result()
-	if errors.Is(err, redis.Nil) {
+	if IsNil(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -479,7 +485,7 @@ func (s *Stream) Claim(ctx context.Context, minIdle time.Duration, count int64) 
 		Stream: s.keys.Stream, Group: s.keys.Group, Consumer: s.consumer,
 		MinIdle: minIdle, Start: "0-0", Count: count,
 	}).Result()
-	if errors.Is(err, redis.Nil) {
+	if IsNil(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -498,7 +504,7 @@ func (s *Stream) Ack(ctx context.Context, entries []Entry) error {
 	for _, e := range entries {
 		args = append(args, e.ID, len(e.Data))
 	}
-	if err := ackScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Bytes}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := ackScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Bytes}, args...).Err(); err != nil && !IsNil(err) {
 		return fmt.Errorf("ack %d entries on %s: %w", len(entries), s.keys.Stream, err)
 	}
 	return nil
@@ -524,24 +530,29 @@ func (s *Stream) Stats(ctx context.Context) (Stats, error) {
 	pend := pipe.XPending(ctx, s.keys.Stream, s.keys.Group)
 	bytes := pipe.Get(ctx, s.keys.Bytes)
 	epoch := pipe.Get(ctx, s.keys.Epoch)
-	// Exec's error is the first command's; each is checked below.
-	_, _ = pipe.Exec(ctx)
-	var err error
+	// Exec's error is the first command's; each is checked below, unless
+	// none got an answer.
+	cmds, err := pipe.Exec(ctx)
+	if err := pipelineFailed(err, cmds); err != nil {
+		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	}
 	if st.Entries, err = xlen.Result(); err != nil {
 		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 	}
 	switch p, err := pend.Result(); {
-	case err == nil:
+	case err == nil && p != nil:
 		st.Pending = p.Count
+	case err == nil:
+		return Stats{}, fmt.Errorf("stats of %s: XPENDING gave no answer", s.keys.Stream)
 	case IsNoGroup(err):
 		st.GroupMissing = true
 	default:
 		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 	}
-	if st.Bytes, err = bytes.Int64(); err != nil && !errors.Is(err, redis.Nil) {
+	if st.Bytes, err = bytes.Int64(); err != nil && !IsNil(err) {
 		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 	}
-	if st.Epoch, err = epoch.Result(); err != nil && !errors.Is(err, redis.Nil) {
+	if st.Epoch, err = epoch.Result(); err != nil && !IsNil(err) {
 		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 	}
 	return st, nil
@@ -581,10 +592,14 @@ func (s *Stream) Present(ctx context.Context, ids []string) (map[string]bool, er
 	for i, id := range ids {
 		cmds[i] = pipe.XRangeN(ctx, s.keys.Stream, id, id, 1)
 	}
-	_, _ = pipe.Exec(ctx)
+	// A pipeline that got no answer must not read as entries absent.
+	all, err := pipe.Exec(ctx)
+	if err := pipelineFailed(err, all); err != nil {
+		return nil, fmt.Errorf("look up entries of %s: %w", s.keys.Stream, err)
+	}
 	for i, cmd := range cmds {
 		msgs, err := cmd.Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		if err != nil && !IsNil(err) {
 			return nil, fmt.Errorf("look up entries of %s: %w", s.keys.Stream, err)
 		}
 		out[ids[i]] = len(msgs) > 0
