@@ -80,8 +80,8 @@ type redisSide struct {
 	// memory as last read (maxmemory-policy); memoryRead once it was.
 	memory     coord.Memory
 	memoryRead bool
-	durReg         metric.Registration
-	admReg         metric.Registration
+	durReg     metric.Registration
+	admReg     metric.Registration
 }
 
 // registerGauges registers the Redis side's gauges, all or none: the
