@@ -52,14 +52,20 @@ func createDefaultConfig() component.Config {
 // (xexporterhelper): the requests carry the key each got when it entered the
 // exporter (request.go) through the queue, the batcher and the retries.
 func helperOptions[T any](cfg *Config, e *pgExporter, c *signalCodec[T]) []exporterhelper.Option {
-	return []exporterhelper.Option{
+	opts := []exporterhelper.Option{
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
 		exporterhelper.WithRetry(cfg.RetryConfig),
-		xexporterhelper.WithQueueBatch(cfg.QueueConfig, queueBatchSettings(cfg, c)),
 		exporterhelper.WithStart(e.start),
 		exporterhelper.WithShutdown(e.shutdown),
 	}
+	// In Redis mode without a sending queue, Redis is the queue: no
+	// queue option at all, or exporterhelper would end each refusal's log
+	// line with "Try enabling sending_queue".
+	if !cfg.Redis.HasValue() || cfg.QueueConfig.HasValue() {
+		opts = append(opts, xexporterhelper.WithQueueBatch(cfg.QueueConfig, queueBatchSettings(cfg, c)))
+	}
+	return opts
 }
 
 func queueBatchSettings[T any](cfg *Config, c *signalCodec[T]) xexporterhelper.QueueBatchSettings {
