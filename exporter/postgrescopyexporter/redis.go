@@ -384,7 +384,7 @@ type workerStream struct {
 }
 
 func (s *workerStream) Ensure(ctx context.Context) error {
-	return s.c.redis.ensure(ctx, s.c, s.sig, s.Stream)
+	return s.c.redis.ensure(ctx, s.Stream)
 }
 
 // shardStats is one shard's backlog as last read.
@@ -410,28 +410,27 @@ func (rs *redisSide) observe(yield func(signal string, entries, pending, bytes i
 	}
 }
 
-// ensure creates a signal's stream and group when missing and checks the
-// epoch it returns against the one last seen.
-func (rs *redisSide) ensure(ctx context.Context, c *client, sig string, s *coord.Stream) error {
+// ensure creates a signal's stream and group when missing, and records the
+// first epoch seen. A changed epoch is left to the maintenance loop, the one
+// place that reports losses: it knows the entry count too.
+func (rs *redisSide) ensure(ctx context.Context, s *coord.Stream) error {
 	epoch, err := s.Ensure(ctx)
 	if err != nil {
 		return err
 	}
 	stream := s.Keys().Stream
 	rs.mu.Lock()
-	known := rs.epochs[stream]
-	rs.epochs[stream] = epoch
-	last := rs.stats[stream].Stats
-	rs.mu.Unlock()
-	if known != "" && known != epoch {
-		c.reportLoss(ctx, sig, stream, last)
+	if rs.epochs[stream] == "" {
+		rs.epochs[stream] = epoch
 	}
+	rs.mu.Unlock()
 	return nil
 }
 
-// lost records that the epoch known, read before st, is gone; it reports
-// the loss unless another caller (a flush worker recreating the group) did.
-func (rs *redisSide) lost(ctx context.Context, c *client, sig, stream, known string, st coord.Stats) {
+// lost records that the epoch known, read before st, is gone, and reports
+// the loss with the backlog last seen unless counted says that the entry
+// count reported it exactly.
+func (rs *redisSide) lost(ctx context.Context, c *client, sig, stream, known string, st coord.Stats, counted bool) {
 	rs.mu.Lock()
 	if rs.epochs[stream] != known {
 		rs.mu.Unlock()
@@ -440,7 +439,22 @@ func (rs *redisSide) lost(ctx context.Context, c *client, sig, stream, known str
 	rs.epochs[stream] = st.Epoch
 	last := rs.stats[stream].Stats
 	rs.mu.Unlock()
-	c.reportLoss(ctx, sig, stream, last)
+	if !counted {
+		c.reportLoss(ctx, sig, stream, last)
+	}
+}
+
+// reportVanished says loudly that n entries left a stream without being
+// written: the stream's entry count (kept with every add and ack) is above
+// what the stream holds. Exact, whatever removed them.
+func (c *client) reportVanished(ctx context.Context, sig, stream string, n int64) {
+	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", sig)))
+	c.tel.PostgrescopyRedisDataLoss.Add(ctx, 1, attrs)
+	c.tel.PostgrescopyRedisLostEntries.Add(ctx, n, attrs)
+	c.logger.Error("Redis lost entries of a stream before they were written to PostgreSQL: the stream holds fewer entries than were added "+
+		"and not acknowledged (the stream deleted or evicted, entries trimmed or deleted by hand); the requests were acknowledged to clients and are lost. "+
+		"Use maxmemory-policy noeviction, and let nothing but the exporter delete its keys",
+		zap.String("redis", c.redis.addr), zap.String("signal", sig), zap.String("stream", stream), zap.Int64("lost_entries", n))
 }
 
 // reportLoss says loudly that Redis lost a stream. What was lost is not
@@ -529,23 +543,34 @@ func (c *client) checkShard(ctx context.Context, sig string, s *coord.Stream) er
 	rs.mu.Lock()
 	known := rs.epochs[stream]
 	rs.mu.Unlock()
+	// The count first: entries that vanished since the last audit, exactly
+	// (-1: no count, it starts now).
+	vanished, err := s.Audit(ctx)
+	if err != nil {
+		return err
+	}
 	st, err := s.Stats(ctx)
 	if err != nil {
 		return err
 	}
+	if vanished > 0 {
+		c.reportVanished(ctx, sig, stream, vanished)
+	}
 	// Before the first group creation (Redis unreachable at start)
-	// there is nothing to compare with: the workers create it.
+	// there is nothing to compare with: the workers create it. A new epoch
+	// with the count intact was reported exactly above; without it (Redis
+	// lost every key) the backlog last seen is the estimate.
 	wholesale := known != "" && st.Epoch != known
 	if wholesale {
-		rs.lost(ctx, c, sig, stream, known, st)
+		rs.lost(ctx, c, sig, stream, known, st, vanished > 0)
 	}
-	c.auditFailover(ctx, sig, s, wholesale)
+	c.auditFailover(ctx, sig, s, wholesale || vanished > 0)
 	rs.mu.Lock()
 	rs.stats[stream] = shardStats{sig: sig, Stats: st}
 	rs.mu.Unlock()
 	if known != "" && (st.GroupMissing || st.Epoch == "") {
 		// Recreate it now rather than wait for a worker's NOGROUP.
-		if err := rs.ensure(ctx, c, sig, s); err != nil && ctx.Err() == nil {
+		if err := rs.ensure(ctx, s); err != nil && ctx.Err() == nil {
 			c.logger.Debug("recreating the consumer group failed", zap.String("stream", stream), zap.Error(err))
 		}
 	}

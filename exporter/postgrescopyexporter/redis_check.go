@@ -88,7 +88,7 @@ func probeCommands(ctx context.Context, rdb redis.UniversalClient, prefix string
 	s := coord.NewStream(rdb, keys, coord.Bounds{MaxBytes: 1 << 40, MaxEntries: 1 << 30}, consumer)
 	defer func() {
 		// Best effort: DEL is not a command the exporter otherwise needs.
-		_ = rdb.Del(context.WithoutCancel(ctx), keys.Stream, keys.Bytes, keys.Epoch).Err()
+		_ = rdb.Del(context.WithoutCancel(ctx), keys.Stream, keys.Bytes, keys.Count, keys.Epoch).Err()
 	}()
 	var id, txID string
 	steps := []struct {

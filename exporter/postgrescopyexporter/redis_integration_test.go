@@ -54,7 +54,7 @@ func testRedis(t *testing.T) (*redis.Client, string) {
 	t.Cleanup(func() {
 		for _, sig := range signalNames {
 			k := coord.KeysFor(prefix, sig)
-			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Epoch)
+			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Count, k.Epoch)
 		}
 		rdb.Close()
 	})

@@ -96,7 +96,7 @@ func TestRedisShardsChangedLoseNothing(t *testing.T) {
 	t.Cleanup(func() {
 		for i := range 8 {
 			k := coord.ShardKeys(prefix, "traces", i)
-			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Epoch)
+			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Count, k.Epoch)
 		}
 		rdb.Del(context.Background(), coord.ShardsKey(prefix))
 	})

@@ -175,6 +175,7 @@ func coordCalls(rdb redis.UniversalClient) map[string]func(ctx context.Context) 
 		"ReadOwnPending": func(ctx context.Context) error { _, err := s.ReadOwnPending(ctx, 2); return err },
 		"Claim":          func(ctx context.Context) error { _, err := s.Claim(ctx, time.Second, 2); return err },
 		"Ack":            func(ctx context.Context) error { return s.Ack(ctx, []Entry{{ID: "1-1", Data: []byte("x")}}) },
+		"Audit":          func(ctx context.Context) error { _, err := s.Audit(ctx); return err },
 		"PruneConsumers": func(ctx context.Context) error { _, err := s.PruneConsumers(ctx, time.Hour); return err },
 		"ReadDurability": func(ctx context.Context) error {
 			_, err := ReadDurabilityReplicated(ctx, rdb, 1)

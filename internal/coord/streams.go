@@ -33,7 +33,13 @@ var ErrBackpressure = errors.New("redis stream is full")
 type Keys struct {
 	Stream string // the entries
 	Bytes  string // payload bytes currently in Stream
-	Group  string // consumer group shared by every replica
+	// Count is the entries in Stream as the exporter counts them: one more
+	// with each entry added, one less with each entry acknowledged, in the
+	// same transaction or script. Stream holding fewer means entries left
+	// it without being written (the stream deleted or evicted, entries
+	// trimmed): Audit reports how many.
+	Count string
+	Group string // consumer group shared by every replica
 	// Epoch is a random marker written with the group. Redis losing its
 	// data (a restart without persistence, a flush) loses it too: a missing
 	// or changed epoch tells the exporter that entries may have been lost.
@@ -59,7 +65,8 @@ func ShardKeys(prefix, signal string, i int) Keys {
 	if i > 0 {
 		tag = "{" + prefix + ":" + signal + ":" + strconv.Itoa(i) + "}"
 	}
-	return Keys{Stream: tag + ":stream", Bytes: tag + ":bytes", Group: "postgrescopy", Epoch: tag + ":epoch", Ledger: ledger}
+	return Keys{Stream: tag + ":stream", Bytes: tag + ":bytes", Count: tag + ":count", Group: "postgrescopy",
+		Epoch: tag + ":epoch", Ledger: ledger}
 }
 
 // Bounds cap what a stream may hold before Add refuses; zero means no bound.
@@ -74,23 +81,60 @@ type Bounds struct {
 	MaxEntries int64
 }
 
-// ackScript acknowledges and deletes entries and gives their bytes back. Only
-// entries this call really deleted are subtracted, so two consumers acking
-// the same entry (a claim race) cannot drive the counter below the truth.
+// ackScript acknowledges and deletes entries and gives their bytes and
+// their count back. Only entries this call really deleted are subtracted, so
+// two consumers acking the same entry (a claim race) cannot drive the
+// counters below the truth.
 var ackScript = redis.NewScript(`
-local n = 0
+local n, d = 0, 0
 for i = 2, #ARGV, 2 do
   redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
   if redis.call('XDEL', KEYS[1], ARGV[i]) == 1 then
     n = n + tonumber(ARGV[i + 1])
+    d = d + 1
   end
 end
 if n > 0 then
   local left = redis.call('DECRBY', KEYS[2], n)
   if left < 0 then redis.call('SET', KEYS[2], 0) end
 end
+if d > 0 then
+  local left = redis.call('DECRBY', KEYS[3], d)
+  if left < 0 then redis.call('SET', KEYS[3], 0) end
+end
 return n
 `)
+
+// auditScript compares the stream's length with its count, and sets the
+// count to the length. It returns the entries missing (the count above the
+// length), or -1 when there was no count (a Redis that lost its keys, or
+// that an earlier release wrote to: the count starts from here). A count
+// below the length (entries an earlier release added) is not a loss.
+var auditScript = redis.NewScript(`
+local len = redis.call('XLEN', KEYS[1])
+local c = redis.call('GET', KEYS[2])
+if not c then
+  redis.call('SET', KEYS[2], len)
+  return -1
+end
+c = tonumber(c)
+if c ~= len then redis.call('SET', KEYS[2], len) end
+if c > len then return c - len end
+return 0
+`)
+
+// Audit reports how many entries left the stream without being acknowledged
+// since the last audit (by any replica: the count is reset as it is read,
+// so each loss is reported once), or -1 when the count was missing and
+// starts now. An entry committed to PostgreSQL but not yet acknowledged
+// when its stream vanished counts too: the count knows entries, not rows.
+func (s *Stream) Audit(ctx context.Context) (int64, error) {
+	n, err := auditScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Count}).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("audit of %s: %w", s.keys.Stream, err)
+	}
+	return n, nil
+}
 
 // Stream is one signal's stream seen by one consumer.
 type Stream struct {
@@ -192,18 +236,19 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 		values = append(values, fieldKey, key)
 	}
 	var xadd *redis.StringCmd
-	// MULTI/EXEC keeps the bytes counter exact: an ack between a bare XADD
-	// and its INCRBY would subtract bytes not yet counted, and the ack
-	// script's clamp at zero would then leave the counter too high.
+	// MULTI/EXEC keeps the bytes and entry counters exact: an ack between a
+	// bare XADD and its INCRBY would subtract bytes not yet counted, and the
+	// ack script's clamp at zero would then leave the counter too high.
 	add := func(c redis.Cmdable) error {
-		var incr *redis.IntCmd
+		var incr, count *redis.IntCmd
 		_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 			xadd = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.keys.Stream, Values: values})
 			incr = pipe.IncrBy(ctx, s.keys.Bytes, int64(len(payload)))
+			count = pipe.IncrBy(ctx, s.keys.Count, 1)
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("xadd %s: %w", s.keys.Stream, queuedErr(err, xadd, incr))
+			return fmt.Errorf("xadd %s: %w", s.keys.Stream, queuedErr(err, xadd, incr, count))
 		}
 		return nil
 	}
@@ -504,7 +549,7 @@ func (s *Stream) Ack(ctx context.Context, entries []Entry) error {
 	for _, e := range entries {
 		args = append(args, e.ID, len(e.Data))
 	}
-	if err := ackScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Bytes}, args...).Err(); err != nil && !IsNil(err) {
+	if err := ackScript.Run(ctx, s.rdb, []string{s.keys.Stream, s.keys.Bytes, s.keys.Count}, args...).Err(); err != nil && !IsNil(err) {
 		return fmt.Errorf("ack %d entries on %s: %w", len(entries), s.keys.Stream, err)
 	}
 	return nil

@@ -32,7 +32,7 @@ func testStream(tb testing.TB, bounds Bounds) (*Stream, *redis.Client) {
 	_, _ = rand.Read(b[:])
 	keys := KeysFor("pgct-coord-"+hex.EncodeToString(b[:]), "traces")
 	tb.Cleanup(func() {
-		rdb.Del(context.Background(), keys.Stream, keys.Bytes, keys.Epoch)
+		rdb.Del(context.Background(), keys.Stream, keys.Bytes, keys.Count, keys.Epoch)
 		rdb.Close()
 	})
 	s := NewStream(rdb, keys, bounds, "test")
