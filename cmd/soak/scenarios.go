@@ -42,6 +42,10 @@ var scenarios = []scenario{
 	{"collector-kill-outage", runCollectorKillOutage},
 	{"stop-outage", runStopOutage},
 	{"identical", runIdentical},
+	{"redis-stream-deleted", runStreamDeleted},
+	{"redis-evicting-policy", runEvictingPolicy},
+	{"redis-oom", runRedisOOM},
+	{"redis-sentinel-unknown-master", runSentinelUnknownMaster},
 }
 
 // row is one line of the final table. acked, stored, missing and duplicated
@@ -217,6 +221,9 @@ func (e *env) config(spec collectorSpec, grpcAddr, healthAddr, metricsAddr strin
 		rc := map[string]any{"endpoint": e.redisAddr, "key_prefix": e.prefix}
 		for k, v := range spec.redis {
 			rc[k] = v
+			if v == nil {
+				delete(rc, k) // e.g. no endpoint with a sentinel section
+			}
 		}
 		exp["redis"] = rc
 	}

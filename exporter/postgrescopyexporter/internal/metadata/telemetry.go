@@ -65,9 +65,9 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	tb.PostgrescopyRejectedRows = counter("otelcol_postgrescopy_rejected_rows",
 		"Rows PostgreSQL refused, stored in the rejects table instead of their own, by table.", "{row}")
 	tb.PostgrescopyRedisDataLoss = counter("otelcol_postgrescopy_redis_data_loss",
-		"Times Redis was found to have lost a signal's stream (its epoch marker vanished or changed, a restart without persistence, deleted keys) or, after a failover, entries this collector had added and not yet written, by signal.", "{event}")
+		"Times Redis was found to have lost a signal's stream (its epoch marker vanished or changed, a restart without persistence, deleted keys), entries that left a stream unwritten (its entry count above its length, as when the stream is deleted or evicted or entries are trimmed) or, after a failover, entries this collector had added and not yet written, by signal.", "{event}")
 	tb.PostgrescopyRedisLostEntries = counter("otelcol_postgrescopy_redis_lost_entries",
-		"Requests lost in Redis, by signal; for a lost stream, the entries it held when last seen (an estimate); for a failover, the entries this collector had added that the new primary lacks and PostgreSQL does not hold (exact).", "{entry}")
+		"Requests lost in Redis, by signal; for a stream lost with its entry count (every key gone), the entries it held when last seen (an estimate); for entries that left a stream unwritten, the entry count above the stream's length (exact); for a failover, the entries this collector had added that the new primary lacks and PostgreSQL does not hold (exact).", "{entry}")
 	tb.PostgrescopyCopyDuration, err = m.Float64Histogram("otelcol_postgrescopy_write_duration",
 		metric.WithDescription("Duration of one batch's transaction (every COPY and the commit), by outcome."),
 		metric.WithUnit("s"),
