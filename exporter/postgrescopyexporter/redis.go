@@ -356,7 +356,7 @@ func (c *client) coverShards(n int) {
 				if i > 0 {
 					name = fmt.Sprintf("%s-%s-%d-%d", rs.consumer, sig, i, w)
 				}
-				s := &workerStream{Stream: coord.NewStream(rs.rdb, keys, rs.bounds(), name), c: c, sig: sig}
+				s := &workerStream{Stream: coord.NewStream(rs.rdb, keys, rs.bounds(), name), c: c}
 				log := c.logger.With(zap.String("signal", sig), zap.Int("worker", w))
 				if rc.Shards > 1 || i > 0 {
 					log = log.With(zap.Int("shard", i))
@@ -375,12 +375,11 @@ func (c *client) coverShards(n int) {
 // signalNames are the signals with a stream each.
 var signalNames = []string{"traces", "metrics", "logs"}
 
-// workerStream is a flush worker's stream: Ensure checks the epoch it returns
-// against the one last seen, to report a Redis that lost the stream.
+// workerStream is a flush worker's stream: Ensure records the first epoch
+// seen, which the maintenance loop compares with the epoch it reads.
 type workerStream struct {
 	*coord.Stream
-	c   *client
-	sig string
+	c *client
 }
 
 func (s *workerStream) Ensure(ctx context.Context) error {
