@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,27 +19,26 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configopaque"
 	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // citusConfig is a direct-write config with distribution: citus into a fresh
 // schema on the coordinator named by POSTGRESCOPY_CITUS_URL; it skips
 // without one (Citus is not packaged in Debian: `make test` has none).
 func citusConfig(t *testing.T) (*Config, string, *pgxpool.Pool) {
-	url := os.Getenv("POSTGRESCOPY_CITUS_URL")
-	if url == "" {
-		t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator here (Citus is not packaged in Debian 12); " +
-			"set it to a coordinator URL (docs/citus.md) to run this test")
-	}
+	url := pgtest.CitusURL(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -126,6 +126,61 @@ func TestCitusIntegration(t *testing.T) {
 		assert.Equal(t, "23514", code, "the worker's own reason: %s", msg)
 		assert.Contains(t, msg, "no_poison")
 	}
+
+	t.Run("restart_on_the_distributed_schema", func(t *testing.T) {
+		// The first start distributes the schema; a restart finds it
+		// distributed and writes on.
+		cfg, name, pool := citusConfig(t)
+		for i := range 3 {
+			set, logs := observedSettings()
+			e, err := newExporter(cfg, set)
+			require.NoError(t, err)
+			require.NoError(t, e.start(ctx, componenttest.NewNopHost()), "start %d", i+1)
+			require.NoError(t, pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, makeTraces(10, fmt.Sprintf("run%d", i)))))
+			require.NoError(t, e.shutdown(ctx))
+			assert.Zero(t, logs.FilterLevelExact(zapcore.ErrorLevel).Len(), "start %d", i+1)
+		}
+		assert.Equal(t, 30, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "spans")))
+	})
+
+	t.Run("replicas_starting_together_and_one_later", func(t *testing.T) {
+		// Redis mode: two replicas start at once on a new schema (one
+		// distributes it, the other waits for the migration lock and finds
+		// it done), and a third starts once they run.
+		cfg, name, pool := citusConfig(t)
+		_, prefix := testRedis(t)
+		replica := func(consumer string) *Config {
+			c := *cfg
+			return withRedis(&c, prefix, consumer)
+		}
+		var wg sync.WaitGroup
+		started := make([]exporter.Traces, 2)
+		errs := make([]error, 2)
+		for i := range started {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), replica(fmt.Sprintf("c%d", i+1)))
+				if err == nil {
+					err = te.Start(ctx, componenttest.NewNopHost())
+				}
+				started[i], errs[i] = te, err
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "replica c%d", i+1)
+			te := started[i]
+			t.Cleanup(func() { require.NoError(t, te.Shutdown(context.Background())) })
+		}
+		third, _ := startTraces(t, replica("c3"))
+		for i, te := range append(started, third) {
+			require.NoError(t, te.ConsumeTraces(ctx, makeTraces(10, fmt.Sprintf("replica%d", i+1))))
+		}
+		require.Eventually(t, func() bool { return count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "spans")) == 30 },
+			10*time.Second, 20*time.Millisecond)
+		assert.Equal(t, 3, count(t, pool, "SELECT count(DISTINCT service_name) FROM "+schema.Qualified(name, "spans")))
+	})
 
 	t.Run("refused_rows_direct", func(t *testing.T) {
 		cfg, name, pool := citusConfig(t)

@@ -237,6 +237,51 @@ func TestMigrationStepFailureIsNamed(t *testing.T) {
 	err = te.Start(context.Background(), componenttest.NewNopHost())
 	require.ErrorContains(t, err, "apply migration 002_ai_spend.sql")
 	require.ErrorContains(t, err, "SQLSTATE 42809")
+	// The start fails and nothing retries it: the error says so, and what
+	// to do.
+	require.ErrorContains(t, err, "fix what it names")
+	require.ErrorContains(t, err, "not retried: start the collector again once it is fixed")
+	require.NotContains(t, err.Error(), "retries meanwhile")
 	require.Zero(t, logs.FilterMessageSnippet("not reachable").Len())
 	require.NoError(t, te.Shutdown(context.Background()))
+}
+
+// TestRetriedSchemaStepSaysSo: a schema step the server refuses for now (a
+// lock it waits for past lock_timeout) does not fail the start; the exporter
+// says it retries that step, not that PostgreSQL is unreachable, and does.
+func TestRetriedSchemaStepSaysSo(t *testing.T) {
+	cfg, schemaName := testConfig(t)
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = schema.Migrate(ctx, conn.Conn(), schemaName)
+	require.NoError(t, err)
+	// The index set waits for this lock on spans_rows.
+	lock, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = lock.Exec(ctx, "LOCK TABLE "+schema.Qualified(schemaName, "spans_rows")+" IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lock.Rollback(ctx); conn.Release() })
+	cfg.Endpoint = configopaque.String(pgtest.URL() + "&lock_timeout=200")
+
+	set, logs := observedSettings()
+	te, err := NewFactory().CreateTraces(ctx, set, cfg)
+	require.NoError(t, err)
+	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()), "a step refused for now does not fail the start")
+	t.Cleanup(func() { require.NoError(t, te.Shutdown(context.Background())) })
+	for _, l := range logs.FilterMessageSnippet("not reachable").All() {
+		t.Errorf("logged %q (%v)", l.Message, l.ContextMap()["error"])
+	}
+	retried := logs.FilterMessageSnippet("retrying it in the background").All()
+	require.Len(t, retried, 1)
+	assert.Contains(t, retried[0].ContextMap()["error"], "create indexes")
+	assert.Contains(t, retried[0].ContextMap()["error"], "SQLSTATE 55P03")
+
+	require.NoError(t, lock.Rollback(ctx))
+	require.Eventually(t, func() bool {
+		return logs.FilterMessage("PostgreSQL is reachable; writing").Len() == 1
+	}, 20*time.Second, 50*time.Millisecond)
+	require.NoError(t, te.ConsumeTraces(ctx, makeTraces(3, "s")))
+	assert.EqualValues(t, 3, pgtest.Count(t, pool, schemaName, "spans"))
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -17,16 +16,13 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 // TestCitusIntegration isolates refused rows on a real Citus cluster when
 // POSTGRESCOPY_CITUS_URL names its coordinator, and says what it cost.
 func TestCitusIntegration(t *testing.T) {
-	url := os.Getenv("POSTGRESCOPY_CITUS_URL")
-	if url == "" {
-		t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator here (Citus is not packaged in Debian 12); " +
-			"set it to a coordinator URL (docs/citus.md) to run this test")
-	}
+	url := pgtest.CitusURL(t)
 	ctx := context.Background()
 	pc, err := pgxpool.ParseConfig(url)
 	require.NoError(t, err)

@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +27,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
 var distributeRe = regexp.MustCompile(`\('(\w+)', (?:'[^']*'|series|NULL), (?:NULL|'(\w+)')\)`)
@@ -68,11 +73,7 @@ func TestCitusIndexesKeepNoUniqueness(t *testing.T) {
 // or skips: Citus is not packaged in Debian, so `make test` has none.
 func citusPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	url := os.Getenv("POSTGRESCOPY_CITUS_URL")
-	if url == "" {
-		t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator here (Citus is not packaged in Debian 12); " +
-			"set it to a coordinator URL (docs/citus.md) to run this test")
-	}
+	url := pgtest.CitusURL(t)
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -116,6 +117,75 @@ FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, schema.Qualified(sche
 	return d
 }
 
+// earlierDistribution is the distribute.sql this project ran on a schema at
+// version v (testdata/citus/distribute_vN.sql, the first N >= v), or "" for
+// the versions after the last of those files: this binary's Distribute.
+func earlierDistribution(t *testing.T, v int) string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/citus/distribute_v*.sql")
+	require.NoError(t, err)
+	best, file := 0, ""
+	for _, f := range files {
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "distribute_v"), ".sql"))
+		require.NoError(t, err, f)
+		if n >= v && (best == 0 || n < best) {
+			best, file = n, f
+		}
+	}
+	if file == "" {
+		return ""
+	}
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// runScript runs a distribute.sql in one transaction as the exporter of its
+// time did: one statement per message, in sequential mode.
+func runScript(ctx context.Context, pool *pgxpool.Pool, sql string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL "+schema.CitusModifyMode+" TO 'sequential'"); err != nil {
+			return err
+		}
+		for _, stmt := range schema.Statements(sql) {
+			if _, err := tx.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("%s: %w", firstLineOf(stmt), err)
+			}
+		}
+		return nil
+	})
+}
+
+func firstLineOf(stmt string) string {
+	for _, l := range strings.Split(stmt, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+			return l
+		}
+	}
+	return ""
+}
+
+// redistribute runs what Distribute's refusal of an earlier release's
+// distribution says, table by table, until it accepts (as an operator would).
+func redistribute(t *testing.T, ctx context.Context, pool *pgxpool.Pool, name string, tries int) error {
+	t.Helper()
+	var err error
+	for range tries {
+		err = withConn(t, pool, func(c *pgx.Conn) error { return schema.Distribute(ctx, c, name) })
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || !strings.Contains(pgErr.Message, "an earlier postgrescopy distributed it") {
+			return err
+		}
+		cmds, ok := strings.CutPrefix(pgErr.Hint, "redistribute it once, as its owner, in a maintenance window: ")
+		require.True(t, ok, pgErr.Hint)
+		for _, stmt := range schema.Statements(cmds) {
+			_, err := pool.Exec(ctx, stmt)
+			require.NoError(t, err, stmt)
+		}
+	}
+	return err
+}
+
 // TestCitusIntegration runs against a real Citus coordinator (with workers)
 // when POSTGRESCOPY_CITUS_URL names one.
 func TestCitusIntegration(t *testing.T) {
@@ -148,6 +218,119 @@ func TestCitusIntegration(t *testing.T) {
 		}
 		for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version", "model_prices", "contexts"} {
 			assert.Equal(t, "n", distribution(t, pool, name, ref).method, "%s is a reference table", ref)
+		}
+	})
+
+	t.Run("restart_on_the_distributed_schema", func(t *testing.T) {
+		// What every start does (Migrate, SetIndexes, Distribute), three
+		// times: the first distributes, the next find it done.
+		name := citusSchema(t, pool)
+		for i := range 3 {
+			require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+				if _, err := schema.Migrate(ctx, c, name); err != nil {
+					return err
+				}
+				if err := schema.SetIndexes(ctx, c, name, true); err != nil {
+					return err
+				}
+				return schema.Distribute(ctx, c, name)
+			}), "start %d", i+1)
+		}
+		assert.Equal(t, "trace_id", distribution(t, pool, name, "spans").column)
+	})
+
+	t.Run("every_migration_on_a_schema_distributed_at_each_earlier_version", func(t *testing.T) {
+		// A schema this project distributed at version v (with its
+		// distribute.sql of then, testdata/citus), holding a span and a log
+		// of one trace written at version 1, is migrated to the latest
+		// version and distributed by this binary; a restart then does
+		// nothing more, the old rows read as they were written and new ones
+		// are written.
+		for v := 1; v < schema.Latest(); v++ {
+			t.Run(fmt.Sprintf("version_%d", v), func(t *testing.T) {
+				name := citusSchema(t, pool)
+				require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+					_, err := schema.MigrateTo(ctx, c, name, 1)
+					return err
+				}))
+				_, err := pool.Exec(ctx, `INSERT INTO `+schema.Qualified(name, "spans")+` (start_time, start_time_frac_ns, end_time, duration_ns,
+trace_id, span_id, flags, service_name, span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count,
+dropped_links_count, resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+VALUES (now(), 0, now(), 1000, '0a000000-0000-0000-0000-000000000001', 1, 0, 'old', 'old span', 'Internal', 'Unset', '{"k": 1}', 0, 0, 0,
+'{"service.name": "old"}', '{}', 0, 0)`)
+				require.NoError(t, err)
+				_, err = pool.Exec(ctx, `INSERT INTO `+schema.Qualified(name, "logs")+` ("timestamp", timestamp_frac_ns, observed_timestamp,
+observed_timestamp_frac_ns, trace_id, flags, severity_number, service_name, body, log_attributes, dropped_attributes_count, resource_attributes,
+scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old', '"old log"', '{}', 0, '{"service.name": "old"}', '{}', 0, 0)`)
+				require.NoError(t, err)
+				require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+					if _, err := schema.MigrateTo(ctx, c, name, v); err != nil {
+						return err
+					}
+					if v < 3 {
+						return nil // today's index set is on the stored tables of version 3
+					}
+					return schema.SetIndexes(ctx, c, name, true)
+				}))
+				if old := earlierDistribution(t, v); old != "" {
+					if v >= 5 && v <= 7 {
+						// That script distributed spans_rows before dropping
+						// the capture trigger, which Citus refuses: an
+						// operator dropped it first.
+						_, err := pool.Exec(ctx, "DROP TRIGGER postgrescopy_ai_capture ON "+schema.Qualified(name, "spans_rows"))
+						require.NoError(t, err)
+					}
+					require.NoError(t, runScript(ctx, pool, schema.Render(old, name)), "distribute at version %d", v)
+				} else {
+					require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { return schema.Distribute(ctx, c, name) }))
+				}
+
+				for start := range 2 {
+					require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+						res, err := schema.Migrate(ctx, c, name)
+						if err != nil {
+							return err
+						}
+						if start == 0 {
+							assert.Equal(t, schema.Result{From: v, To: schema.Latest(), LZ4: res.LZ4}, res)
+						}
+						return schema.SetIndexes(ctx, c, name, true)
+					}), "start %d: migrate from version %d", start+1, v)
+					// Version 1 distributed logs by trace_id and the metric
+					// tables by metric_name: refused with the commands that
+					// redistribute them, which are run.
+					require.NoError(t, redistribute(t, ctx, pool, name, tables.NumSignalTables+1), "start %d: distribute", start+1)
+				}
+				assert.Equal(t, "trace_id", distribution(t, pool, name, "spans").column)
+				for _, tbl := range []string{"logs", "metrics_gauge", "metrics_sum", "metrics_histogram", "metrics_exponential_histogram", "metrics_summary"} {
+					assert.Equal(t, "shard_key", distribution(t, pool, name, tbl).column, tbl)
+				}
+				for _, ref := range []string{"ledger", "rejects", "quarantine", "schema_version", "model_prices", "contexts"} {
+					assert.Equal(t, "n", distribution(t, pool, name, ref).method, "%s is a reference table", ref)
+				}
+				var spanName, svc, body string
+				require.NoError(t, pool.QueryRow(ctx, "SELECT s.span_name, s.service_name, l.body #>> '{}' FROM "+schema.Qualified(name, "spans")+" s JOIN "+
+					schema.Qualified(name, "logs")+" l ON l.shard_key = s.trace_id AND l.trace_id = s.trace_id").Scan(&spanName, &svc, &body))
+				assert.Equal(t, []string{"old span", "old", "old log"}, []string{spanName, svc, body}, "the rows written at version 1")
+
+				var b rows.Batch
+				td := ptrace.NewTraces()
+				ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
+				for i := range 10 {
+					sp := ss.AppendEmpty()
+					sp.SetName("new")
+					sp.SetTraceID(pcommon.TraceID{0x0b, byte(i), 15: 1})
+					sp.SetStartTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+					sp.SetEndTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+				}
+				b.AddTraces(td)
+				_, err = pgwrite.NewLayoutWriter(pool, name, tables.DefaultLayout().WithShardKey()).Write(ctx, &b)
+				require.NoError(t, err)
+				var n int
+				require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "spans")+" WHERE span_name = 'new'").Scan(&n))
+				assert.Equal(t, 10, n, "this binary writes to the migrated schema")
+			})
 		}
 	})
 

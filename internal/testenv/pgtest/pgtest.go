@@ -80,3 +80,20 @@ func Count(t testing.TB, pool *pgxpool.Pool, schema, table string) int64 {
 	}
 	return n
 }
+
+// CitusURL is the Citus coordinator the Citus tests use,
+// POSTGRESCOPY_CITUS_URL: `make test` starts one of its own
+// (scripts/citus.sh) when the citus extension is installed. Without one the
+// test is skipped, saying why (scripts/citus.sh's reason when it ran).
+func CitusURL(t testing.TB) string {
+	t.Helper()
+	if u := os.Getenv("POSTGRESCOPY_CITUS_URL"); u != "" {
+		return u
+	}
+	if why := os.Getenv("POSTGRESCOPY_CITUS_SKIP"); why != "" {
+		t.Skip(why)
+	}
+	t.Skip("POSTGRESCOPY_CITUS_URL is not set: no Citus coordinator (make test starts a local cluster with scripts/citus.sh " +
+		"when the citus extension is installed; or set it to a coordinator's URL, docs/citus.md)")
+	return ""
+}
