@@ -128,6 +128,7 @@ func TestCitusIntegration(t *testing.T) {
 	}
 
 	t.Run("restart_on_the_distributed_schema", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		// The first start distributes the schema; a restart finds it
 		// distributed and writes on.
 		cfg, name, pool := citusConfig(t)
@@ -144,6 +145,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("replicas_starting_together_and_one_later", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		// Redis mode: two replicas start at once on a new schema (one
 		// distributes it, the other waits for the migration lock and finds
 		// it done), and a third starts once they run.
@@ -183,6 +185,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("refused_rows_direct", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		set, logs := observedSettings()
 		e, err := newExporter(cfg, set)
@@ -201,6 +204,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("span_without_trace_id_is_rejected", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		// spans are distributed by trace_id: a span without one (invalid
 		// OTLP) has no shard; it is kept in rejects, its batch lands.
 		cfg, name, pool := citusConfig(t)
@@ -217,6 +221,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("refused_rows_redis", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		rdb, prefix := testRedis(t)
 		withRedis(cfg, prefix, "c1")
@@ -235,6 +240,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("migration_step_failure_is_named", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		refuseMigration2(t, pool, name, true)
 		set, logs := observedSettings()
@@ -248,6 +254,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("ai_spend_rolls_up_on_distributed_spans", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		now := time.Now().UTC()
 		file := filepath.Join(t.TempDir(), "prices.yaml")
@@ -277,6 +284,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("retried_batch_is_recognised", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		set, logs := observedSettings()
 		e, err := newExporter(cfg, set)
@@ -293,6 +301,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("every_table_spreads_and_a_trace_stays_on_one_shard", func(t *testing.T) {
+		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 		require.NoError(t, err)

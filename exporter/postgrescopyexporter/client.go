@@ -153,15 +153,22 @@ func (c *client) start(ctx context.Context) error {
 	cancel()
 	if err != nil && pgwrite.Classify(err) == pgwrite.Config {
 		pool.Close()
-		return c.explain(err)
+		return fmt.Errorf("%w; not retried: start the collector again once it is fixed", c.explain(err))
 	}
 	bg, stop := context.WithCancel(context.Background())
 	c.cancel = stop
 	c.writes, c.stopWrites = context.WithCancel(context.Background())
 	if err != nil {
 		c.setWaiting(err)
-		c.logger.Warn("PostgreSQL is not reachable yet; waiting for it in the background, batches are held meanwhile",
-			zap.String("target", c.target), zap.Error(err))
+		var step *schema.StepError
+		if errors.As(err, &step) {
+			// Reached, and refused for now (a lock timeout, a deadlock).
+			c.logger.Warn("PostgreSQL refused a schema step for now; retrying it in the background, batches are held meanwhile",
+				zap.String("target", c.target), zap.Error(err))
+		} else {
+			c.logger.Warn("PostgreSQL is not reachable yet; waiting for it in the background, batches are held meanwhile",
+				zap.String("target", c.target), zap.Error(err))
+		}
 		c.wg.Add(1)
 		go c.waitReady(bg)
 	}

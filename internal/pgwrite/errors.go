@@ -168,7 +168,8 @@ func Hint(err error) string {
 	}
 	var step *schema.StepError
 	if errors.As(err, &step) && Classify(err) == Config {
-		return "the server refused a schema step: fix what it names (or apply it by hand as the schema owner); the exporter retries meanwhile"
+		// The caller says whether it retries: the start does not.
+		return "the server refused a schema step, and would refuse it again: fix what it names (or apply it by hand as the schema owner)"
 	}
 	switch {
 	case strings.HasPrefix(pgErr.Code, classAuth):

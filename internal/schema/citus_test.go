@@ -248,6 +248,7 @@ func TestCitusIntegration(t *testing.T) {
 		// are written.
 		for v := 1; v < schema.Latest(); v++ {
 			t.Run(fmt.Sprintf("version_%d", v), func(t *testing.T) {
+				t.Parallel() // each on its own schema: the coordinator's round trips overlap
 				name := citusSchema(t, pool)
 				require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
 					_, err := schema.MigrateTo(ctx, c, name, 1)
@@ -314,7 +315,9 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 					schema.Qualified(name, "logs")+" l ON l.shard_key = s.trace_id AND l.trace_id = s.trace_id").Scan(&spanName, &svc, &body))
 				assert.Equal(t, []string{"old span", "old", "old log"}, []string{spanName, svc, body}, "the rows written at version 1")
 
+				layout := tables.DefaultLayout().WithShardKey()
 				var b rows.Batch
+				b.SetLayout(layout)
 				td := ptrace.NewTraces()
 				ss := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans()
 				for i := range 10 {
@@ -325,7 +328,7 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 					sp.SetEndTimestamp(pcommon.NewTimestampFromTime(time.Now()))
 				}
 				b.AddTraces(td)
-				_, err = pgwrite.NewLayoutWriter(pool, name, tables.DefaultLayout().WithShardKey()).Write(ctx, &b)
+				_, err = pgwrite.NewLayoutWriter(pool, name, layout).Write(ctx, &b)
 				require.NoError(t, err)
 				var n int
 				require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, "spans")+" WHERE span_name = 'new'").Scan(&n))
@@ -434,6 +437,11 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema.Qualified(name, "logs")+` l JOIN `+
 			schema.Qualified(name, "spans")+` s ON l.shard_key = s.trace_id AND s.trace_id = l.trace_id`).Scan(&colocated))
 		assert.Equal(t, 1, colocated, "an old log of a trace joins its old span on its shard key, colocated")
+		for _, local := range []string{"spans_default", "logs_default"} {
+			var size int64
+			require.NoError(t, pool.QueryRow(ctx, "SELECT pg_relation_size($1)", schema.Qualified(name, local)).Scan(&size))
+			assert.Zero(t, size, "%s: the rows are on the shards, no copy is left in the coordinator's own table", local)
+		}
 	})
 
 	t.Run("distribution_by_an_earlier_release_is_refused_with_the_commands", func(t *testing.T) {
@@ -441,6 +449,12 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 		// metric tables by metric_name.
 		name := citusSchema(t, pool)
 		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { _, err := schema.Migrate(ctx, c, name); return err }))
+		// Those releases came before the AI spend capture trigger (version
+		// 5), and Citus distributes no table with triggers.
+		_, err := pool.Exec(ctx, "DROP TRIGGER postgrescopy_ai_capture ON "+schema.Qualified(name, "spans_rows"))
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, "SELECT "+schema.Qualified(name, "postgrescopy_partition_triggers")+"()")
+		require.NoError(t, err)
 		old := map[string][2]string{"spans": {"trace_id", "none"}, "logs": {"trace_id", "spans"}, "metrics_gauge": {"metric_name", "none"},
 			"metrics_sum": {"metric_name", "metrics_gauge"}, "metrics_histogram": {"metric_name", "metrics_gauge"},
 			"metrics_exponential_histogram": {"metric_name", "metrics_gauge"}, "metrics_summary": {"metric_name", "metrics_gauge"}}
@@ -452,7 +466,7 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 			_, err := pool.Exec(ctx, "SELECT create_distributed_table($1, $2, colocate_with => $3)", schema.Qualified(name, tables.StoreName(tbl)), old[tbl][0], colocate)
 			require.NoError(t, err)
 		}
-		_, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(name, "logs_rows")+` ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns,
+		_, err = pool.Exec(ctx, "INSERT INTO "+schema.Qualified(name, "logs_rows")+` ("timestamp", timestamp_frac_ns, observed_timestamp, observed_timestamp_frac_ns,
 trace_id, flags, severity_number, log_attributes, dropped_attributes_count, resource_attributes, scope_attributes,
 resource_dropped_attributes_count, scope_dropped_attributes_count)
 VALUES (now(), 0, now(), 0, '00000000-0000-0000-0000-000000000000', 0, 9, '{}', 0, '{}', '{}', 0, 0)`)

@@ -47,18 +47,36 @@ DECLARE
     t      record;
     col    text;
     dist   text;
+    unsafe text;
+    n      bigint;
 BEGIN
     -- AI spend partials (migration 5) come from a statement trigger's
     -- transition table, which a COPY into a distributed table does not
     -- fill on the coordinator: the trigger goes, and every AI spend read
-    -- stays on the raw calls (partial_from infinity).
+    -- stays on the raw calls (partial_from infinity). Citus distributes no
+    -- table with triggers, and refuses trigger DDL on a distributed table
+    -- (even DROP TRIGGER IF EXISTS of none) unless
+    -- citus.enable_unsafe_triggers is on: so the trigger is dropped only
+    -- where it is, which is before spans_rows is distributed (migration 5
+    -- makes none on a distributed table), and a restart runs no trigger DDL.
     IF to_regclass(format('%I.ai_spend_partial', s)) IS NOT NULL THEN
-        EXECUTE format('DROP TRIGGER IF EXISTS postgrescopy_ai_capture ON %I.spans_rows', s);
-        -- and its copies on the partitions (migration 8), before they are
-        -- distributed.
+        IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = format('%I.spans_rows', s)::regclass
+                   AND tgname = 'postgrescopy_ai_capture') THEN
+            -- One made by hand on the distributed table is dropped with the
+            -- setting on for this statement alone.
+            unsafe := current_setting('citus.enable_unsafe_triggers');
+            PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+            EXECUTE format('DROP TRIGGER postgrescopy_ai_capture ON %I.spans_rows', s);
+            PERFORM set_config('citus.enable_unsafe_triggers', unsafe, true);
+        END IF;
+        -- and its copies on the partitions (migration 8): none is left
+        -- once spans_rows has none, and then this drops nothing.
         PERFORM {{schema}}.postgrescopy_partition_triggers();
-        EXECUTE format('UPDATE %I.ai_spend_settings SET partial_from = ''infinity''', s);
-        EXECUTE format('TRUNCATE %I.ai_spend_partial', s);
+        EXECUTE format('UPDATE %I.ai_spend_settings SET partial_from = ''infinity'' WHERE partial_from <> ''infinity''', s);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        IF n > 0 THEN
+            EXECUTE format('TRUNCATE %I.ai_spend_partial', s);
+        END IF;
     END IF;
     FOR t IN SELECT * FROM (VALUES
         ('spans_rows', NULL, NULL),
@@ -81,6 +99,7 @@ BEGIN
                     ERRCODE = 'object_not_in_prerequisite_state',
                     MESSAGE = format('%I.%I is distributed by %s, not by %s (an earlier postgrescopy distributed it)', s, t.tbl, coalesce(col, 'nothing'), dist),
                     HINT = format('redistribute it once, as its owner, in a maintenance window: '
+                        'SELECT truncate_local_data_after_distributing_table(%4$L); '
                         'ALTER TABLE %1$I.%2$I ADD COLUMN IF NOT EXISTS shard_key uuid; '
                         'UPDATE %1$I.%2$I SET shard_key = %3$s WHERE shard_key IS NULL; '
                         'ALTER TABLE %1$I.%2$I ALTER COLUMN shard_key SET NOT NULL; '
@@ -109,6 +128,10 @@ BEGIN
         END IF;
         PERFORM create_distributed_table(format('%I.%I', s, t.tbl), dist,
             colocate_with => CASE WHEN t.colocate IS NULL THEN 'none' ELSE format('%I.%I', s, t.colocate) END);
+        -- Citus copies the rows to the shards and leaves them in the
+        -- coordinator's own table too, never read again but on disk, and
+        -- checked by a later SET NOT NULL or CHECK there: they go.
+        PERFORM truncate_local_data_after_distributing_table(format('%I.%I', s, t.tbl));
     END LOOP;
     FOR t IN SELECT * FROM unnest(ARRAY['ledger', 'rejects', 'quarantine', 'schema_version', 'model_prices', 'contexts']) AS v(tbl)
     LOOP
@@ -117,6 +140,7 @@ BEGIN
         CONTINUE WHEN to_regclass(format('%I.%I', s, t.tbl)) IS NULL;
         CONTINUE WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = format('%I.%I', s, t.tbl)::regclass);
         PERFORM create_reference_table(format('%I.%I', s, t.tbl));
+        PERFORM truncate_local_data_after_distributing_table(format('%I.%I', s, t.tbl));
     END LOOP;
     -- The views over the stored tables now show shard_key too.
     PERFORM {{schema}}.postgrescopy_views();

@@ -189,8 +189,24 @@ $configure$;
 REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_ai_configure(jsonb, interval) FROM PUBLIC;
 
 -- Partials start now: rows already stored are read raw before this minute
--- (and from it on, the few stamped later, recomputed here).
-SELECT {{schema}}.postgrescopy_ai_partials(true);
+-- (and from it on, the few stamped later, recomputed here). Not where Citus
+-- distributes spans_rows already (a schema distributed at an earlier
+-- version): a COPY into a distributed table fills no transition table on
+-- the coordinator, Citus refuses the trigger there, and partial_from stays
+-- infinity, every read raw, as citus/distribute.sql leaves it.
+DO $start$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1::regclass)'
+            INTO distributed USING format('%I.spans_rows', {{schema_lit}});
+    END IF;
+    IF NOT distributed THEN
+        PERFORM {{schema}}.postgrescopy_ai_partials(true);
+    END IF;
+END
+$start$;
 
 -- ai_spend_groups: the calls with start_time in (p_lo, p_hi) (each bound
 -- included when its _incl says so), per UTC minute, provider, model,
