@@ -239,6 +239,31 @@ func TestCitusIntegration(t *testing.T) {
 		assert.Equal(t, "trace_id", distribution(t, pool, name, "spans").column)
 	})
 
+	t.Run("a_capture_trigger_made_on_the_distributed_table_goes", func(t *testing.T) {
+		// Made by hand (Citus allows it with citus.enable_unsafe_triggers):
+		// the next start drops it with the setting on for that statement.
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name)
+		}))
+		require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL citus.enable_unsafe_triggers = on"); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "CREATE TRIGGER postgrescopy_ai_capture AFTER INSERT ON "+schema.Qualified(name, "spans_rows")+
+				" REFERENCING NEW TABLE AS postgrescopy_new_spans FOR EACH STATEMENT EXECUTE FUNCTION "+schema.Qualified(name, "postgrescopy_ai_capture")+"()")
+			return err
+		}))
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error { return schema.Distribute(ctx, c, name) }))
+		var triggers int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_trigger WHERE tgrelid = $1::regclass AND NOT tgisinternal",
+			schema.Qualified(name, "spans_rows")).Scan(&triggers))
+		assert.Zero(t, triggers)
+	})
+
 	t.Run("every_migration_on_a_schema_distributed_at_each_earlier_version", func(t *testing.T) {
 		// A schema this project distributed at version v (with its
 		// distribute.sql of then, testdata/citus), holding a span and a log
