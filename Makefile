@@ -77,9 +77,19 @@ run: build services $(TELEMETRYGEN)
 	exec $(COLLECTOR) --config config.yaml
 
 # Unit, integration (real PostgreSQL) and end-to-end (built collector driven
-# by telemetrygen) tests.
+# by telemetrygen) tests. Where the citus extension is installed, the Citus
+# tests run against a cluster of their own (scripts/citus.sh: a coordinator
+# and two workers under .data/citus), stopped at the end whatever the
+# outcome; without it they skip and say why.
 test: services build $(TELEMETRYGEN) lint
-	@$(SERVICES_ENV); set -x; $(GO) test -count=1 -timeout 20m ./...
+	@$(SERVICES_ENV); trap 'scripts/citus.sh stop' EXIT; scripts/citus.sh start || exit 1; \
+	  set -a; . $(DATA)/citus.env; set +a; set -x; $(GO) test -count=1 -timeout 20m ./...
+
+# The same Citus cluster for running its tests by hand: go test with the
+# POSTGRESCOPY_CITUS_URL of .data/citus.env; scripts/citus.sh stop stops it.
+.PHONY: citus
+citus:
+	@scripts/citus.sh start
 
 unit:
 	$(GO) test -count=1 -short ./...

@@ -11,6 +11,8 @@
 #                            it starts nothing and writes
 #                            POSTGRESCOPY_CITUS_SKIP, the reason the Citus
 #                            tests then give for skipping.
+#                            A POSTGRESCOPY_CITUS_URL already set is only
+#                            checked and passed on.
 #   scripts/citus.sh stop    stops the nodes this script started and removes
 #                            their data.
 #
@@ -87,7 +89,7 @@ node_root() {
 start_node() { # $1 = name; prints the port it settled on
   local node=$1 dir port tries
   dir=$ROOT_DIR/$node
-  as_owner "$BIN/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$ROOT_DIR/$node.initdb.log" 2>&1 ||
+  as_owner "$BIN/initdb" -D "$dir" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >"$ROOT_DIR/$node.initdb.log" 2>&1 ||
     die "initdb of the $node failed: $(tail -3 "$ROOT_DIR/$node.initdb.log")"
   cat >>"$dir/postgresql.conf" <<EOF
 # scripts/citus.sh: a test node
@@ -107,6 +109,7 @@ EOF
     port=$((20000 + RANDOM % 20000))
     port_busy "$port" && continue
     if as_owner "$BIN/pg_ctl" -D "$dir" -o "-p $port" -l "$ROOT_DIR/$node.log" -w -t 60 start >/dev/null 2>&1; then
+      sql "$port" 'CREATE EXTENSION citus' >/dev/null
       echo "$port"
       return 0
     fi
@@ -137,6 +140,15 @@ start) ;;
 esac
 
 mkdir -p "$DATA"
+if [ -n "${POSTGRESCOPY_CITUS_URL:-}" ]; then
+  # a coordinator of the user's: only checked
+  PGCONNECT_TIMEOUT=5 psql "$POSTGRESCOPY_CITUS_URL" -XAtqc "SELECT citus_version()" >/dev/null ||
+    die "the Citus coordinator at POSTGRESCOPY_CITUS_URL does not answer, or has no citus extension"
+  printf "POSTGRESCOPY_CITUS_URL='%s'\n" "$POSTGRESCOPY_CITUS_URL" >"$ENV_FILE"
+  chmod 600 "$ENV_FILE" # a URL of the user's may hold a password
+  log "using the coordinator at POSTGRESCOPY_CITUS_URL"
+  exit 0
+fi
 if ! BIN=$(pg_with_citus); then
   reason="the citus extension is not installed in any PostgreSQL here (no /usr/lib/postgresql/*/lib/citus.so): no Citus cluster, the Citus tests skip (docs/citus.md says how to install it; or set POSTGRESCOPY_CITUS_URL to a coordinator)"
   printf "POSTGRESCOPY_CITUS_SKIP='%s'\n" "$reason" >"$ENV_FILE"
@@ -154,12 +166,18 @@ begin=$SECONDS
 ROOT_DIR=$(node_root)
 echo "$ROOT_DIR" >"$DIR_FILE"
 echo "$BIN" >"$ROOT_DIR/bin"
-ports=()
+# The three nodes are made, started and given the extension side by side.
+pids=()
 for node in $NODES; do
-  ports+=("$(start_node "$node")")
-  echo "${ports[*]}" >"$ROOT_DIR/ports"
+  start_node "$node" >"$ROOT_DIR/$node.port" &
+  pids+=($!)
 done
-for port in "${ports[@]}"; do sql "$port" 'CREATE EXTENSION citus' >/dev/null; done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+ports=()
+for node in $NODES; do ports+=("$(cat "$ROOT_DIR/$node.port")"); done
+echo "${ports[*]}" >"$ROOT_DIR/ports"
+[ "$failed" = 0 ] || die "a node did not start (logs in $ROOT_DIR); scripts/citus.sh stop removes what did"
 sql "${ports[0]}" "SELECT citus_set_coordinator_host('127.0.0.1', ${ports[0]})" >/dev/null
 for port in "${ports[@]:1}"; do sql "${ports[0]}" "SELECT citus_add_node('127.0.0.1', $port)" >/dev/null; done
 workers=$(sql "${ports[0]}" 'SELECT count(*) FROM citus_get_active_worker_nodes()')

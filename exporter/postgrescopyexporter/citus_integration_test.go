@@ -35,8 +35,7 @@ import (
 )
 
 // citusConfig is a direct-write config with distribution: citus into a fresh
-// schema on the coordinator named by POSTGRESCOPY_CITUS_URL; it skips
-// without one (Citus is not packaged in Debian: `make test` has none).
+// schema on the coordinator of pgtest.CitusURL (skipped without one).
 func citusConfig(t *testing.T) (*Config, string, *pgxpool.Pool) {
 	url := pgtest.CitusURL(t)
 	pool, err := pgxpool.New(context.Background(), url)

@@ -69,8 +69,8 @@ func TestCitusIndexesKeepNoUniqueness(t *testing.T) {
 	assert.NotRegexp(t, `(?i)create unique`, schema.CitusDDL("otel"))
 }
 
-// citusPool connects to the Citus coordinator named by POSTGRESCOPY_CITUS_URL,
-// or skips: Citus is not packaged in Debian, so `make test` has none.
+// citusPool connects to the Citus coordinator of pgtest.CitusURL (skipped
+// without one: make test starts one where the citus extension is installed).
 func citusPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	url := pgtest.CitusURL(t)
