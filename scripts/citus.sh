@@ -79,7 +79,10 @@ node_root() {
     chown postgres: "$DATA/citus"
     if ! runuser -u postgres -- test -w "$DATA/citus"; then
       rmdir "$DATA/citus"
-      mktemp -d /tmp/postgrescopy-citus.XXXXXX
+      local tmp
+      tmp=$(mktemp -d /tmp/postgrescopy-citus.XXXXXX)
+      chown postgres: "$tmp"
+      echo "$tmp"
       return
     fi
   fi
@@ -108,7 +111,9 @@ EOF
   for tries in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 20000))
     port_busy "$port" && continue
-    if as_owner "$BIN/pg_ctl" -D "$dir" -o "-p $port" -l "$ROOT_DIR/$node.log" -w -t 60 start >/dev/null 2>&1; then
+    # in the file, so that pg_ctl start alone restarts it on its port
+    echo "port = $port" >>"$dir/postgresql.conf"
+    if as_owner "$BIN/pg_ctl" -D "$dir" -l "$ROOT_DIR/$node.log" -w -t 60 start >/dev/null 2>&1; then
       sql "$port" 'CREATE EXTENSION citus' >/dev/null
       echo "$port"
       return 0

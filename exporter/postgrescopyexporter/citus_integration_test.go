@@ -37,7 +37,11 @@ import (
 // citusConfig is a direct-write config with distribution: citus into a fresh
 // schema on the coordinator of pgtest.CitusURL (skipped without one).
 func citusConfig(t *testing.T) (*Config, string, *pgxpool.Pool) {
-	url := pgtest.CitusURL(t)
+	return citusConfigAt(t, pgtest.CitusURL(t))
+}
+
+// citusConfigAt is citusConfig on the coordinator at url.
+func citusConfigAt(t *testing.T, url string) (*Config, string, *pgxpool.Pool) {
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
