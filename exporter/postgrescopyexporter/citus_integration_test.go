@@ -188,7 +188,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("refused_rows_direct", func(t *testing.T) {
-		t.Parallel() // each on its own schema
+		// Not in parallel: it times the isolation.
 		cfg, name, pool := citusConfig(t)
 		set, logs := observedSettings()
 		e, err := newExporter(cfg, set)
@@ -224,7 +224,7 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("refused_rows_redis", func(t *testing.T) {
-		t.Parallel() // each on its own schema
+		// Not in parallel: it times the isolation.
 		cfg, name, pool := citusConfig(t)
 		rdb, prefix := testRedis(t)
 		withRedis(cfg, prefix, "c1")
