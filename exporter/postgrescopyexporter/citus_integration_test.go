@@ -131,7 +131,6 @@ func TestCitusIntegration(t *testing.T) {
 	}
 
 	t.Run("restart_on_the_distributed_schema", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// The first start distributes the schema; a restart finds it
 		// distributed and writes on.
 		cfg, name, pool := citusConfig(t)
@@ -148,7 +147,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("replicas_starting_together_and_one_later", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// Redis mode: two replicas start at once on a new schema (one
 		// distributes it, the other waits for the migration lock and finds
 		// it done), and a third starts once they run.
@@ -188,7 +186,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("refused_rows_direct", func(t *testing.T) {
-		// Not in parallel: it times the isolation.
 		cfg, name, pool := citusConfig(t)
 		set, logs := observedSettings()
 		e, err := newExporter(cfg, set)
@@ -207,7 +204,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("span_without_trace_id_is_rejected", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// spans are distributed by trace_id: a span without one (invalid
 		// OTLP) has no shard; it is kept in rejects, its batch lands.
 		cfg, name, pool := citusConfig(t)
@@ -224,7 +220,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("refused_rows_redis", func(t *testing.T) {
-		// Not in parallel: it times the isolation.
 		cfg, name, pool := citusConfig(t)
 		rdb, prefix := testRedis(t)
 		withRedis(cfg, prefix, "c1")
@@ -243,7 +238,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("migration_step_failure_is_named", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		refuseMigration2(t, pool, name, true)
 		set, logs := observedSettings()
@@ -257,7 +251,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("ai_spend_rolls_up_on_distributed_spans", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		now := time.Now().UTC()
 		file := filepath.Join(t.TempDir(), "prices.yaml")
@@ -287,7 +280,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("retried_batch_is_recognised", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		set, logs := observedSettings()
 		e, err := newExporter(cfg, set)
@@ -304,7 +296,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("every_table_spreads_and_a_trace_stays_on_one_shard", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		cfg, name, pool := citusConfig(t)
 		e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 		require.NoError(t, err)

@@ -193,7 +193,6 @@ func TestCitusIntegration(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("distributes_every_table", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		name := citusSchema(t, pool)
 		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
 			if _, err := schema.Migrate(ctx, c, name); err != nil {
@@ -223,7 +222,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("restart_on_the_distributed_schema", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// What every start does (Migrate, SetIndexes, Distribute), three
 		// times: the first distributes, the next find it done.
 		name := citusSchema(t, pool)
@@ -242,7 +240,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("a_capture_trigger_made_on_the_distributed_table_goes", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// Made by hand (Citus allows it with citus.enable_unsafe_triggers):
 		// the next start drops it with the setting on for that statement.
 		name := citusSchema(t, pool)
@@ -268,7 +265,6 @@ func TestCitusIntegration(t *testing.T) {
 	})
 
 	t.Run("every_migration_on_a_schema_distributed_at_each_earlier_version", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// A schema this project distributed at version v (with its
 		// distribute.sql of then, testdata/citus), holding a span and a log
 		// of one trace written at version 1, is migrated to the latest
@@ -277,7 +273,6 @@ func TestCitusIntegration(t *testing.T) {
 		// are written.
 		for v := 1; v < schema.Latest(); v++ {
 			t.Run(fmt.Sprintf("version_%d", v), func(t *testing.T) {
-				t.Parallel() // each on its own schema: the coordinator's round trips overlap
 				name := citusSchema(t, pool)
 				require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
 					_, err := schema.MigrateTo(ctx, c, name, 1)
@@ -367,7 +362,6 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 	})
 
 	t.Run("indexes_enabled_after_distribution", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		name := citusSchema(t, pool)
 		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
 			if _, err := schema.Migrate(ctx, c, name); err != nil {
@@ -392,7 +386,6 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 	})
 
 	t.Run("later_migrations_on_distributed_tables", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// Migration 2 creates an index on spans, migration 3 renames every
 		// signal table to <table>_rows under a view: both applied after an
 		// older release distributed spans (by trace_id, as every release
@@ -425,7 +418,6 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 	})
 
 	t.Run("existing_rows_with_null_trace_ids", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// Rows written before distribution: logs outside a trace have a NULL
 		// trace_id, which no distribution column may hold.
 		name := citusSchema(t, pool)
@@ -477,7 +469,6 @@ VALUES (now(), 0, now(), 0, '0a000000-0000-0000-0000-000000000001', 0, 9, 'old',
 	})
 
 	t.Run("distribution_by_an_earlier_release_is_refused_with_the_commands", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		// What an earlier postgrescopy did: spans and logs by trace_id, the
 		// metric tables by metric_name.
 		name := citusSchema(t, pool)
@@ -536,7 +527,6 @@ VALUES (now(), 0, now(), 0, '00000000-0000-0000-0000-000000000000', 0, 9, '{}', 
 	})
 
 	t.Run("maintain_on_distributed_tables", func(t *testing.T) {
-		t.Parallel() // each on its own schema
 		name := citusSchema(t, pool)
 		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
 			if _, err := schema.Migrate(ctx, c, name); err != nil {

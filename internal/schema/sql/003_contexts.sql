@@ -34,6 +34,24 @@ CREATE TABLE IF NOT EXISTS {{schema}}.contexts (
     scope_schema_url                  text
 );
 
+-- On a schema Citus distributes already (distributed at version 1 or 2),
+-- contexts is a reference table at once, as citus/distribute.sql makes it
+-- later otherwise: Citus changes a view over distributed tables on the
+-- workers only when every table it joins is distributed.
+DO $contexts$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition WHERE logicalrelid = $1::regclass)'
+            INTO distributed USING format('%I.spans', {{schema_lit}});
+    END IF;
+    IF distributed THEN
+        EXECUTE 'SELECT create_reference_table($1)' USING format('%I.contexts', {{schema_lit}});
+    END IF;
+END
+$contexts$;
+
 -- postgrescopy_views (re)creates the view of every signal table from its
 -- stored table's columns: after this migration, and after promoted columns
 -- are added (they are added to <table>_rows and appended to the view).
