@@ -1,0 +1,41 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The committed chart is what its report draws: a report or chart changed
+// alone fails here until `go run ./cmd/benchchart` is run again.
+func TestCommittedChartIsItsReport(t *testing.T) {
+	root := filepath.Join("..", "..")
+	data, err := os.ReadFile(filepath.Join(root, "bench", "results", "20261202-155822.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := render(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(root, "docs", "images", "throughput.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("docs/images/throughput.svg is not what its report draws: run go run ./cmd/benchchart")
+	}
+	for _, label := range []string{"105.7k/s  1.00×", "62.3k/s  0.59×", "50.4k/s  0.48×", "1000 users"} {
+		if !strings.Contains(string(got), label) {
+			t.Errorf("the chart lacks %q", label)
+		}
+	}
+}
+
+func TestRenderRefusesAReportWithoutScales(t *testing.T) {
+	if _, err := render([]byte(`{"ceiling":[],"strategies":[]}`)); err == nil {
+		t.Fatal("a report without scales drew a chart")
+	}
+}
