@@ -98,6 +98,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_build/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) test -count=1 ./internal/docscheck/ ./cmd/benchchart/
 
 # Failure soak, kept out of `make test` (about 12 minutes): the built collector
 # under OTLP load through each scenario, every acknowledged item then checked
@@ -126,7 +127,7 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
 	done
 
-# The article's three experiments on this machine, against the raw psql \copy
+# The write strategies on this machine, against the raw psql \copy
 # ceiling (docs/benchmarks.md): write strategies at growing scale, writes while
 # queries/ run, and the indexes. About 10 minutes on 2 cores with the
 # defaults; results go to bench/results/. Bigger machines reach the article's

@@ -104,7 +104,7 @@ func render(data []byte) ([]byte, error) {
 		}
 	}
 	const (
-		width, left, right = 840, 110, 130
+		width, left, right  = 840, 110, 130
 		barH, gap, groupGap = 16, 3, 18
 		top                 = 76
 	)
