@@ -307,9 +307,9 @@ func (c *client) checkSchema(ctx context.Context, conn *pgx.Conn) error {
 	}
 	promoted := schema.PromotedColumns(c.layout)
 	if len(missing) > 0 {
-		hint := "apply the DDL from the README or set create_schema: true"
+		hint := "apply the DDL of internal/schema/sql (docs/schema.md) or set create_schema: true"
 		if len(promoted) > 0 {
-			// The README's DDL does not know this configuration's columns.
+			// The shipped DDL does not know this configuration's columns.
 			hint += "; the promoted columns are added by: " + schema.AddColumnsSQL(c.cfg.Schema, promoted)
 		}
 		return fmt.Errorf("%w in schema %q: %v (create_schema is false: %s)", schema.ErrMissing, c.cfg.Schema, missing, hint)

@@ -10,7 +10,7 @@ import (
 )
 
 // PricingConfig is the price file of the AI spend tables (model_prices,
-// gen_ai_calls, ai_spend: see the README's AI spend section).
+// gen_ai_calls, ai_spend: see docs/schema.md, AI spend).
 type PricingConfig struct {
 	// file is a YAML price file (see examples/prices.example.yaml), loaded
 	// into model_prices at start and again whenever its content changes. A

@@ -177,9 +177,9 @@ func Hint(err error) string {
 	case pgErr.Code == stateInvalidCatalog:
 		return "the database named in endpoint does not exist: create it or fix the URL"
 	case pgErr.Code == stateInvalidSchema, pgErr.Code == stateUndefinedTable, pgErr.Code == stateUndefinedColumn:
-		return "the schema or a table is missing: set create_schema: true or apply the DDL from the README"
+		return "the schema or a table is missing: set create_schema: true or apply the DDL of internal/schema/sql (docs/schema.md)"
 	case pgErr.Code == stateInsufficientPriv:
-		return "the role lacks a privilege: grant it as shown in the README's least-privilege section"
+		return "the role lacks a privilege: grant it as docs/schema.md shows (a role that can only write)"
 	}
 	return ""
 }
