@@ -240,16 +240,43 @@ func TestConfigKeysWalkTheSections(t *testing.T) {
 var envRef = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
 
 // resolveEnv stands in for the Collector's env provider: a reference with a
-// default takes it, one without takes a placeholder (fine for a password;
-// an endpoint must be written out to be checked).
+// default takes it. One without is left for placeholders, which knows where
+// it stands.
 func resolveEnv(s string) string {
 	return envRef.ReplaceAllStringFunc(s, func(m string) string {
-		sub := envRef.FindStringSubmatch(m)
-		if strings.Contains(m, ":-") {
+		if sub := envRef.FindStringSubmatch(m); strings.Contains(m, ":-") {
 			return sub[2]
 		}
-		return "placeholder-" + strings.ToLower(sub[1])
+		return m
 	})
+}
+
+// placeholders replaces the env references left in a parsed config by a
+// value of the kind its key takes: a PostgreSQL URL for the exporter's
+// endpoint, host:port for Redis's, a word for the rest (passwords).
+func placeholders(v any, path string) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = placeholders(e, path+"::"+k)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = placeholders(e, path)
+		}
+	case string:
+		if !envRef.MatchString(v) {
+			return v
+		}
+		switch {
+		case strings.HasSuffix(path, "::redis::endpoint"):
+			return "127.0.0.1:6379"
+		case strings.HasSuffix(path, "::endpoint"):
+			return "postgres://placeholder@127.0.0.1:5432/postgres"
+		}
+		return envRef.ReplaceAllString(v, "placeholder")
+	}
+	return v
 }
 
 // topKeys are the exporter's own top-level keys, to recognize a fragment.
@@ -291,6 +318,7 @@ func TestConfigExamplesLoad(t *testing.T) {
 			t.Errorf("%s: not YAML: %v", where, err)
 			continue
 		}
+		placeholders(raw, "")
 		exporters, isCollector := raw["exporters"].(map[string]any)
 		if !isCollector {
 			for k := range raw {
