@@ -190,7 +190,7 @@ func (c *client) start(ctx context.Context) error {
 }
 
 // logDelivery says at start what a stop or a crash risks in direct mode,
-// as the README's delivery guarantees do.
+// as docs/delivery.md does.
 func (c *client) logDelivery() {
 	q := c.cfg.QueueConfig
 	switch {
