@@ -10,11 +10,13 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/sharedcomponent"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
@@ -121,11 +123,11 @@ func (e *pgExporter) shutdown(ctx context.Context) error {
 // pusher is the exporterhelper consume function of one signal: it writes a
 // request (one or more parts, see request.go) to PostgreSQL, or in Redis mode
 // adds each part to the signal's stream.
-func pusher[T any](e *pgExporter, c *signalCodec[T]) func(context.Context, xexporterhelper.Request) error {
+func pusher[T any](e *pgExporter, c *request.Codec[T]) func(context.Context, xexporterhelper.Request) error {
 	return func(ctx context.Context, req xexporterhelper.Request) error {
-		r, ok := req.(*keyedRequest[T])
+		r, ok := req.(*request.Request[T])
 		if !ok {
-			return consumererror.NewPermanent(fmt.Errorf("postgrescopy: a %T is not a %s request", req, c.signal))
+			return consumererror.NewPermanent(fmt.Errorf("postgrescopy: a %T is not a %s request", req, c.Signal()))
 		}
 		if e.redisMode() {
 			return enqueueParts(ctx, e, r)
@@ -142,38 +144,38 @@ func (e *pgExporter) redisMode() bool { return e.cfg.Redis.HasValue() }
 // decoding, no second encoding). A part is durable once Redis has it; the
 // flush workers write it to PostgreSQL. A retry of the request adds only the
 // parts an earlier attempt did not.
-func enqueueParts[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
+func enqueueParts[T any](ctx context.Context, e *pgExporter, r *request.Request[T]) error {
 	if !e.isStarted() {
 		return errNotStarted
 	}
-	for _, p := range r.parts {
-		if p.sent {
+	for _, p := range r.Parts() {
+		if p.Sent {
 			continue
 		}
-		if err := enqueuePart(ctx, e, r.codec, p); err != nil {
+		if err := enqueuePart(ctx, e, r.Codec(), p); err != nil {
 			return err
 		}
-		p.sent = true
+		p.Sent = true
 	}
 	return nil
 }
 
-func enqueuePart[T any](ctx context.Context, e *pgExporter, c *signalCodec[T], p *part[T]) error {
-	items := p.itemsCount(c)
+func enqueuePart[T any](ctx context.Context, e *pgExporter, c *request.Codec[T], p *request.Part[T]) error {
+	items := p.Items(c)
 	if items == 0 {
 		return nil
 	}
 	b := e.getBatch()
 	defer e.batches.put(b)
-	c.add(b, p.data)
+	c.Add(b, p.Data)
 	buf, _ := e.entryBufs.get()
 	defer func() { e.entryBufs.put(buf) }()
 	var err error
 	buf, err = entry.Append(buf[:0], b, e.cfg.Redis.Get().Compression == compressionS2)
 	if err != nil {
-		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.signal, err))
+		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.Signal(), err))
 	}
-	return e.shared.Unwrap().enqueue(ctx, c.signal, p.key, buf, items)
+	return e.shared.Unwrap().enqueue(ctx, c.Signal(), p.Key, buf, items)
 }
 
 func (e *pgExporter) isStarted() bool {
@@ -187,7 +189,7 @@ func (e *pgExporter) isStarted() bool {
 // already (a retry of a commit whose answer was lost, or a part replayed from
 // a persistent queue next to new ones) only the parts not committed are
 // written.
-func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
+func push[T any](ctx context.Context, e *pgExporter, r *request.Request[T]) error {
 	if !e.isStarted() {
 		return errNotStarted
 	}
@@ -196,17 +198,17 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 	defer cancel()
 	b := e.getBatch()
 	defer e.batches.put(b)
-	parts := r.parts
+	parts := r.Parts()
 	for {
 		for _, p := range parts {
-			r.codec.add(b, p.data)
+			r.Codec().Add(b, p.Data)
 		}
 		if b.TotalRows() == 0 {
 			return nil
 		}
 		keys := make([]string, len(parts))
 		for i, p := range parts {
-			keys[i] = p.key
+			keys[i] = p.Key
 		}
 		err := c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
@@ -224,7 +226,7 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 		}
 		left := parts[:0:0]
 		for _, p := range parts {
-			if !done[p.key] {
+			if !done[p.Key] {
 				left = append(left, p)
 			}
 		}
@@ -260,4 +262,38 @@ func (e *pgExporter) writeFailed(err error, n int) error {
 		e.logger.Error("PostgreSQL refused the write; fix the configuration", zap.Error(err))
 	}
 	return pgwrite.ConsumerError(err)
+}
+
+// converter gives each request its key as it enters the exporter, before the
+// queue and the retry sender, and refuses, as permanent, a request the queue
+// could never hold.
+func converter[T any](cfg *Config, c *request.Codec[T]) func(context.Context, T) (xexporterhelper.Request, error) {
+	return func(_ context.Context, d T) (xexporterhelper.Request, error) {
+		r := request.New(c, d)
+		if err := cfg.fitsQueue(r); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// fitsQueue refuses a request larger than the whole sending queue: the queue
+// would refuse it as retryable ("element size too large"), and the client
+// would retry it forever.
+func (cfg *Config) fitsQueue(r interface {
+	Size(exporterhelper.RequestSizerType) int
+}) error {
+	if !cfg.QueueConfig.HasValue() {
+		return nil
+	}
+	q := cfg.QueueConfig.Get()
+	if q.Sizer != exporterhelper.RequestSizerTypeItems && q.Sizer != exporterhelper.RequestSizerTypeBytes {
+		return nil // sized in requests: any request fits
+	}
+	if n := r.Size(q.Sizer); int64(n) > q.QueueSize {
+		return consumererror.NewPermanent(fmt.Errorf(
+			"postgrescopy: request of %d %s exceeds sending_queue::queue_size (%d %s, sizer %s) and can never be queued: send smaller requests or raise queue_size",
+			n, q.Sizer.String(), q.QueueSize, q.Sizer.String(), q.Sizer.String()))
+	}
+	return nil
 }

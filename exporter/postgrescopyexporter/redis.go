@@ -589,7 +589,7 @@ func shardOf(key string, n int) int {
 
 // enqueue hands one request to its signal's stream. It succeeds only once
 // Redis holds the entry; a full stream is a throttled, retryable error.
-// key is the request's identity (newKey), the flush workers' ledger
+// key is the request's identity (request.NewKey), the flush workers' ledger
 // key: the same for every entry of one request (a resent XADD).
 func (c *client) enqueue(ctx context.Context, signal, key string, payload []byte, items int) error {
 	rs := c.redis
