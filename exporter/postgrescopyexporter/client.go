@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/flush"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
@@ -176,7 +177,7 @@ func (c *client) start(ctx context.Context) error {
 	go c.maintain(bg)
 	c.watchPrices(bg)
 	if c.cfg.Redis.HasValue() {
-		if err := c.startRedis(ctx, bg); err != nil {
+		if err := c.startRedis(ctx); err != nil {
 			stop()
 			c.stopWrites()
 			c.wg.Wait()
@@ -548,36 +549,66 @@ func (c *client) writerFor(l *tables.Layout) (*pgwrite.Writer, error) {
 }
 
 // shutdown stops the background loops and the flush workers, lets writes in
-// flight finish until ctx ends (then cancels them), and closes the clients.
+// flight finish until ctx ends, and closes the clients. When ctx ends first
+// it cancels the writes and returns at once: a goroutine slow to notice (or
+// one that ignores cancellation) closes the clients after it returns, never
+// holding Shutdown past its deadline.
 func (c *client) shutdown(ctx context.Context) error {
 	if c.cancel != nil {
 		c.cancel()
 	}
+	if c.redis != nil {
+		c.redis.rt.Stop()
+	}
 	done := make(chan struct{})
 	go func() {
 		c.wg.Wait()
+		if c.redis != nil {
+			<-c.redis.rt.Done()
+		}
 		close(done)
 	}()
-	var err error
 	select {
 	case <-done:
+		c.cancelWrites()
+		c.closeClients()
+		return nil
 	case <-ctx.Done():
-		err = fmt.Errorf("postgrescopy: shutdown: writes in flight cancelled: %w", ctx.Err())
 	}
+	// A cancelled write returns at once (pgx closes its connection).
+	c.cancelWrites()
+	go func() {
+		<-done
+		c.closeClients()
+	}()
+	return fmt.Errorf("postgrescopy: shutdown: writes in flight cancelled: %w", ctx.Err())
+}
+
+func (c *client) cancelWrites() {
 	if c.stopWrites != nil {
-		// A cancelled write returns at once (pgx closes its connection).
 		c.stopWrites()
 	}
-	<-done
-	c.stopRedis()
+}
+
+// closeClients closes the Redis client and the pool, once every goroutine
+// using them returned.
+func (c *client) closeClients() {
+	if c.redis != nil {
+		c.redis.unregisterGauges()
+		_ = c.redis.rt.Close()
+	}
 	if c.pool != nil {
 		c.pool.Close()
 	}
-	return err
 }
 
 // flushWriter is the client as the flush workers see it.
 type flushWriter struct{ c *client }
+
+func (c *client) flushWriter() flushWriter { return flushWriter{c} }
+
+// ledger is the ledger the failover audit reads.
+func (c *client) ledger() coord.Ledger { return c.writer }
 
 func (w flushWriter) Ready() bool            { return w.c.ready.Load() }
 func (w flushWriter) InFlight() int          { return int(w.c.writing.Load()) }
