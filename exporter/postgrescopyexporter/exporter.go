@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
@@ -27,14 +26,12 @@ var errNotStarted = errors.New("postgrescopy exporter is not started")
 // directStream is the ledger's stream name for direct (non-Redis) batches.
 const directStream = "direct"
 
-// pgExporter is one signal's exporter; the client behind it is shared.
+// pgExporter is one signal's exporter; the client behind it is shared. Its
+// lifecycle state is its sharer's (started once, read without a lock).
 type pgExporter struct {
 	cfg    *Config
 	logger *zap.Logger
 	shared *sharedcomponent.Sharer[*client]
-
-	mu      sync.Mutex
-	started bool
 
 	// batches and entryBufs (Redis mode) keep at most one batch and one
 	// entry buffer per queue consumer or, in Redis mode, per core.
@@ -99,24 +96,12 @@ func (e *pgExporter) getBatch() *rows.Batch {
 }
 
 func (e *pgExporter) start(ctx context.Context, host component.Host) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.started {
-		return nil
-	}
-	if err := e.shared.Start(ctx, host); err != nil {
-		return err
-	}
-	e.started = true
-	return nil
+	return e.shared.Start(ctx, host)
 }
 
 // shutdown releases this signal's share of the client; the last one stops it,
 // within ctx.
 func (e *pgExporter) shutdown(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.started = false
 	return e.shared.Shutdown(ctx)
 }
 
@@ -178,11 +163,7 @@ func enqueuePart[T any](ctx context.Context, e *pgExporter, c *request.Codec[T],
 	return e.shared.Unwrap().enqueue(ctx, c.Signal(), p.Key, buf, items)
 }
 
-func (e *pgExporter) isStarted() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.started
-}
+func (e *pgExporter) isStarted() bool { return e.shared.Started() }
 
 // push is the direct write: every part's rows in one batch, built once, and
 // every part's key in the ledger in the same transaction. When a key is there
@@ -210,7 +191,7 @@ func push[T any](ctx context.Context, e *pgExporter, r *request.Request[T]) erro
 		for i, p := range parts {
 			keys[i] = p.Key
 		}
-		err := c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
+		err := c.sink.WriteBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
 			c.noteWrite(err)
 		}
@@ -220,7 +201,7 @@ func push[T any](ctx context.Context, e *pgExporter, r *request.Request[T]) erro
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
 			return e.writeFailed(c.stoppedError(err), b.TotalRows())
 		}
-		done, err := c.writer.Committed(ctx, directStream, keys)
+		done, err := c.sink.Committed(ctx, directStream, keys)
 		if err != nil {
 			return c.stoppedError(err)
 		}
@@ -258,7 +239,7 @@ func (e *pgExporter) writeFailed(err error, n int) error {
 		err = fmt.Errorf("postgrescopy: %w", err)
 	case pgwrite.Config:
 		// The error carries the fix.
-		err = e.shared.Unwrap().explain(err)
+		err = e.shared.Unwrap().sink.Explain(err)
 		e.logger.Error("PostgreSQL refused the write; fix the configuration", zap.Error(err))
 	}
 	return pgwrite.ConsumerError(err)

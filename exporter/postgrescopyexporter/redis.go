@@ -14,6 +14,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/flush"
+	"github.com/postgrescopy/postgrescopy/internal/pgsink"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 )
 
@@ -34,6 +35,13 @@ const admissionBound = 2 * time.Second
 // well above a write's duration, so that only a write held up (a lock, a
 // dead server) stops counting.
 const admissionStale = 5 * time.Second
+
+// The sink is what the flush workers write to and the ledger the failover
+// audit reads.
+var (
+	_ flush.Writer = (*pgsink.Sink)(nil)
+	_ coord.Ledger = (*pgsink.Sink)(nil)
+)
 
 // signalNames are the signals with a stream each.
 var signalNames = []string{"traces", "metrics", "logs"}
@@ -110,7 +118,7 @@ func (c *client) startRedis(ctx context.Context) error {
 		MaxPendingBytes: rc.MaxPendingBytes, MaxPendingEntries: rc.MaxPendingEntries,
 		RequireDurability: requireDurabilityLevels[rc.RequireDurability], RequireDurabilityName: rc.RequireDurability,
 		StatsEvery: statsEvery,
-	}, c.logger, lossRecorder{c.tel}, c.ledger(), c.newWorker(rs))
+	}, c.logger, lossRecorder{c.tel}, c.sink, c.newWorker(rs))
 	if err := rs.registerGauges(c.tel); err != nil {
 		_ = cl.Close()
 		return err
@@ -143,7 +151,11 @@ func (c *client) newWorker(rs *redisSide) coord.NewWorker {
 		if rc.Shards > 1 || shard > 0 {
 			log = log.With(zap.Int("shard", shard))
 		}
-		return flush.New(fc, s, c.flushWriter(), tel, log, c.writes).Run
+		run := flush.New(fc, s, c.sink, tel, log, c.writes).Run
+		if c.wrapWorker != nil {
+			return c.wrapWorker(run)
+		}
+		return run
 	}
 }
 
