@@ -106,7 +106,7 @@ func (e *pgExporter) shutdown(ctx context.Context) error {
 }
 
 // pusher is the exporterhelper consume function of one signal: it writes a
-// request (one or more parts, see request.go) to PostgreSQL, or in Redis mode
+// request (one or more parts, see internal/request) to PostgreSQL, or in Redis mode
 // adds each part to the signal's stream.
 func pusher[T any](e *pgExporter, c *request.Codec[T]) func(context.Context, xexporterhelper.Request) error {
 	return func(ctx context.Context, req xexporterhelper.Request) error {

@@ -51,7 +51,7 @@ func createDefaultConfig() component.Config {
 
 // helperOptions builds the exporterhelper of a request-based exporter
 // (xexporterhelper): the requests carry the key each got when it entered the
-// exporter (request.go) through the queue, the batcher and the retries.
+// exporter (internal/request) through the queue, the batcher and the retries.
 func helperOptions[T any](cfg *Config, e *pgExporter, c *request.Codec[T]) []exporterhelper.Option {
 	opts := []exporterhelper.Option{
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
