@@ -461,7 +461,7 @@ func (e *env) metricsText() string {
 }
 
 var (
-	// The exporter's Error line when a stream vanished (redis.go).
+	// The exporter's Error line when a stream vanished (internal/coord, runtime.go).
 	lossLogLine = regexp.MustCompile(`(\terror\t|"level":"error").*Redis lost the stream`)
 	// The exporter's loss counters (documentation.md).
 	lossMetric = regexp.MustCompile(`^(otelcol_postgrescopy_redis_(?:data_loss|lost_entries)(?:_total)?)(?:\{[^}]*\})? (\S+)$`)

@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
@@ -139,7 +140,7 @@ func TestCitusIntegration(t *testing.T) {
 			e, err := newExporter(cfg, set)
 			require.NoError(t, err)
 			require.NoError(t, e.start(ctx, componenttest.NewNopHost()), "start %d", i+1)
-			require.NoError(t, pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, makeTraces(10, fmt.Sprintf("run%d", i)))))
+			require.NoError(t, pusher(e, request.Traces)(ctx, request.New(request.Traces, makeTraces(10, fmt.Sprintf("run%d", i)))))
 			require.NoError(t, e.shutdown(ctx))
 			assert.Zero(t, logs.FilterLevelExact(zapcore.ErrorLevel).Len(), "start %d", i+1)
 		}
@@ -194,7 +195,7 @@ func TestCitusIntegration(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
 		poison(t, pool, name)
 		begin := time.Now()
-		err = pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, poisonSpans(500, every9th)))
+		err = pusher(e, request.Traces)(ctx, request.New(request.Traces, poisonSpans(500, every9th)))
 		took := time.Since(begin)
 		require.NoError(t, err, "refused rows are isolated, not retried")
 		t.Logf("500 spans, 55 refused by a CHECK on the distributed table: isolated in %v", took)
@@ -213,7 +214,7 @@ func TestCitusIntegration(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
 		td := poisonSpans(20, func(int) bool { return false })
 		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(7).SetTraceID(pcommon.TraceID{})
-		require.NoError(t, pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, td)))
+		require.NoError(t, pusher(e, request.Traces)(ctx, request.New(request.Traces, td)))
 		assert.Equal(t, 19, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "spans")))
 		assert.Equal(t, 1, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "rejects")+
 			" WHERE table_name = 'spans' AND (row_json->'span_attributes'->>'i')::int = 7"))
@@ -263,7 +264,7 @@ func TestCitusIntegration(t *testing.T) {
 		require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
 		t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
 		hourAgo := now.Truncate(time.Hour).Add(-30 * time.Minute)
-		require.NoError(t, pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, genaiTraces(
+		require.NoError(t, pusher(e, request.Traces)(ctx, request.New(request.Traces, genaiTraces(
 			genaiCall{at: hourAgo, team: "a", model: "gpt-4o", in: 1000, out: 100},
 			genaiCall{at: hourAgo, team: "b", model: "o3-mini", in: 2000, cached: 500, out: 200},
 			genaiCall{at: hourAgo.Add(time.Minute), team: "a", model: "gpt-4o", in: 10, out: 1}))))
@@ -286,8 +287,8 @@ func TestCitusIntegration(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
 		t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
-		req := newRequest(tracesCodec, makeTraces(20, "retry"))
-		push := pusher(e, tracesCodec)
+		req := request.New(request.Traces, makeTraces(20, "retry"))
+		push := pusher(e, request.Traces)
 		require.NoError(t, push(ctx, req))
 		require.NoError(t, push(ctx, req), "the ledger's shard-suffixed key conflict is a committed batch")
 		assert.Equal(t, 20, count(t, pool, "SELECT count(*) FROM "+schema.Qualified(name, "spans")))
@@ -342,10 +343,10 @@ func TestCitusIntegration(t *testing.T) {
 			dp.SetIntValue(int64(i))
 			dp.Attributes().PutInt("series", int64(i))
 		}
-		require.NoError(t, pusher(e, tracesCodec)(ctx, newRequest(tracesCodec, td)))
-		require.NoError(t, pusher(e, logsCodec)(ctx, newRequest(logsCodec, ld)))
-		require.NoError(t, pusher(e, logsCodec)(ctx, newRequest(logsCodec, ld2)))
-		require.NoError(t, pusher(e, metricsCodec)(ctx, newRequest(metricsCodec, md)))
+		require.NoError(t, pusher(e, request.Traces)(ctx, request.New(request.Traces, td)))
+		require.NoError(t, pusher(e, request.Logs)(ctx, request.New(request.Logs, ld)))
+		require.NoError(t, pusher(e, request.Logs)(ctx, request.New(request.Logs, ld2)))
+		require.NoError(t, pusher(e, request.Metrics)(ctx, request.New(request.Metrics, md)))
 
 		for table, total := range map[string]int{"spans": 4000, "logs": 5000, "metrics_gauge": 4000} {
 			counts := shardCounts(t, pool, name, table)

@@ -19,6 +19,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
@@ -80,13 +81,13 @@ func TestCitusWorkerDown(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
-	push := pusher(e, tracesCodec)
+	push := pusher(e, request.Traces)
 	spans := func(where string) string {
 		return "SELECT count(*) FROM " + schema.Qualified(name, "spans") + where
 	}
 
 	begin := time.Now()
-	require.NoError(t, push(ctx, newRequest(tracesCodec, makeTraces(10, "up"))))
+	require.NoError(t, push(ctx, request.New(request.Traces, makeTraces(10, "up"))))
 	t.Logf("a write of 10 spans with both workers up: %v", time.Since(begin))
 
 	pgCtl(t, nodes, "worker2", "-m", "fast", "stop")
@@ -114,7 +115,7 @@ WHERE p.shardid = get_shard_id_for_distribution_column($1, $2::uuid)`, schema.Qu
 	for i := range 10 {
 		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(i).SetTraceID(trace)
 	}
-	req := newRequest(tracesCodec, td)
+	req := request.New(request.Traces, td)
 	for i := range 3 {
 		begin = time.Now()
 		err = push(ctx, req)

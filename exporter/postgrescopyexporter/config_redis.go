@@ -1,6 +1,7 @@
 package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -242,6 +243,40 @@ func checkHostPorts(key string, eps []string) error {
 func redisUserinfoByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		strings.IndexByte("-._:~!$&'()*+,;=%@", c) >= 0
+}
+
+// clientOptions are the go-redis options of the configured Redis, with the
+// tls section's TLS and the data nodes' credentials in every mode; coord
+// adds the deadlines and the pool size.
+func (rc *RedisConfig) clientOptions(ctx context.Context) (coord.Options, error) {
+	opt := &redis.Options{Username: rc.Username, Password: string(rc.Password), DB: rc.DB}
+	if rc.Endpoint != "" {
+		var err error
+		if opt, err = rc.options(); err != nil {
+			return coord.Options{}, err
+		}
+	}
+	if rc.TLS.HasValue() {
+		tlsCfg, err := rc.TLS.Get().LoadTLSConfig(ctx)
+		if err != nil {
+			return coord.Options{}, fmt.Errorf(`"redis::tls": %w`, err)
+		}
+		opt.TLSConfig = tlsCfg
+	}
+	switch {
+	case rc.Sentinel.HasValue():
+		sc := rc.Sentinel.Get()
+		return coord.Options{Sentinel: &redis.FailoverOptions{
+			MasterName: sc.MasterName, SentinelAddrs: sc.Endpoints,
+			SentinelUsername: sc.Username, SentinelPassword: string(sc.Password),
+			Username: opt.Username, Password: opt.Password, DB: opt.DB, TLSConfig: opt.TLSConfig,
+		}}, nil
+	case rc.Cluster.HasValue():
+		return coord.Options{Cluster: &redis.ClusterOptions{
+			Addrs: rc.Cluster.Get().Endpoints, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig,
+		}}, nil
+	}
+	return coord.Options{Node: opt}, nil
 }
 
 // options builds the go-redis options (TLS from the tls section is applied

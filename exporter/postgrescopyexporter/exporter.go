@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/sharedcomponent"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
@@ -25,14 +26,12 @@ var errNotStarted = errors.New("postgrescopy exporter is not started")
 // directStream is the ledger's stream name for direct (non-Redis) batches.
 const directStream = "direct"
 
-// pgExporter is one signal's exporter; the client behind it is shared.
+// pgExporter is one signal's exporter; the client behind it is shared. Its
+// lifecycle state is its sharer's (started once, read without a lock).
 type pgExporter struct {
 	cfg    *Config
 	logger *zap.Logger
 	shared *sharedcomponent.Sharer[*client]
-
-	mu      sync.Mutex
-	started bool
 
 	// batches and entryBufs (Redis mode) keep at most one batch and one
 	// entry buffer per queue consumer or, in Redis mode, per core.
@@ -97,35 +96,23 @@ func (e *pgExporter) getBatch() *rows.Batch {
 }
 
 func (e *pgExporter) start(ctx context.Context, host component.Host) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.started {
-		return nil
-	}
-	if err := e.shared.Start(ctx, host); err != nil {
-		return err
-	}
-	e.started = true
-	return nil
+	return e.shared.Start(ctx, host)
 }
 
 // shutdown releases this signal's share of the client; the last one stops it,
 // within ctx.
 func (e *pgExporter) shutdown(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.started = false
 	return e.shared.Shutdown(ctx)
 }
 
 // pusher is the exporterhelper consume function of one signal: it writes a
-// request (one or more parts, see request.go) to PostgreSQL, or in Redis mode
+// request (one or more parts, see internal/request) to PostgreSQL, or in Redis mode
 // adds each part to the signal's stream.
-func pusher[T any](e *pgExporter, c *signalCodec[T]) func(context.Context, xexporterhelper.Request) error {
+func pusher[T any](e *pgExporter, c *request.Codec[T]) func(context.Context, xexporterhelper.Request) error {
 	return func(ctx context.Context, req xexporterhelper.Request) error {
-		r, ok := req.(*keyedRequest[T])
+		r, ok := req.(*request.Request[T])
 		if !ok {
-			return consumererror.NewPermanent(fmt.Errorf("postgrescopy: a %T is not a %s request", req, c.signal))
+			return consumererror.NewPermanent(fmt.Errorf("postgrescopy: a %T is not a %s request", req, c.Signal()))
 		}
 		if e.redisMode() {
 			return enqueueParts(ctx, e, r)
@@ -142,52 +129,48 @@ func (e *pgExporter) redisMode() bool { return e.cfg.Redis.HasValue() }
 // decoding, no second encoding). A part is durable once Redis has it; the
 // flush workers write it to PostgreSQL. A retry of the request adds only the
 // parts an earlier attempt did not.
-func enqueueParts[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
+func enqueueParts[T any](ctx context.Context, e *pgExporter, r *request.Request[T]) error {
 	if !e.isStarted() {
 		return errNotStarted
 	}
-	for _, p := range r.parts {
-		if p.sent {
+	for _, p := range r.Parts() {
+		if p.Sent {
 			continue
 		}
-		if err := enqueuePart(ctx, e, r.codec, p); err != nil {
+		if err := enqueuePart(ctx, e, r.Codec(), p); err != nil {
 			return err
 		}
-		p.sent = true
+		p.Sent = true
 	}
 	return nil
 }
 
-func enqueuePart[T any](ctx context.Context, e *pgExporter, c *signalCodec[T], p *part[T]) error {
-	items := p.itemsCount(c)
+func enqueuePart[T any](ctx context.Context, e *pgExporter, c *request.Codec[T], p *request.Part[T]) error {
+	items := p.Items(c)
 	if items == 0 {
 		return nil
 	}
 	b := e.getBatch()
 	defer e.batches.put(b)
-	c.add(b, p.data)
+	c.Add(b, p.Data)
 	buf, _ := e.entryBufs.get()
 	defer func() { e.entryBufs.put(buf) }()
 	var err error
 	buf, err = entry.Append(buf[:0], b, e.cfg.Redis.Get().Compression == compressionS2)
 	if err != nil {
-		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.signal, err))
+		return consumererror.NewPermanent(fmt.Errorf("postgrescopy: encode %s request: %w", c.Signal(), err))
 	}
-	return e.shared.Unwrap().enqueue(ctx, c.signal, p.key, buf, items)
+	return e.shared.Unwrap().enqueue(ctx, c.Signal(), p.Key, buf, items)
 }
 
-func (e *pgExporter) isStarted() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.started
-}
+func (e *pgExporter) isStarted() bool { return e.shared.Started() }
 
 // push is the direct write: every part's rows in one batch, built once, and
 // every part's key in the ledger in the same transaction. When a key is there
 // already (a retry of a commit whose answer was lost, or a part replayed from
 // a persistent queue next to new ones) only the parts not committed are
 // written.
-func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
+func push[T any](ctx context.Context, e *pgExporter, r *request.Request[T]) error {
 	if !e.isStarted() {
 		return errNotStarted
 	}
@@ -196,19 +179,19 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 	defer cancel()
 	b := e.getBatch()
 	defer e.batches.put(b)
-	parts := r.parts
+	parts := r.Parts()
 	for {
 		for _, p := range parts {
-			r.codec.add(b, p.data)
+			r.Codec().Add(b, p.Data)
 		}
 		if b.TotalRows() == 0 {
 			return nil
 		}
 		keys := make([]string, len(parts))
 		for i, p := range parts {
-			keys[i] = p.key
+			keys[i] = p.Key
 		}
-		err := c.writeBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
+		err := c.sink.WriteBatch(ctx, b, &pgwrite.Ledger{Stream: directStream, IDs: keys})
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
 			c.noteWrite(err)
 		}
@@ -218,13 +201,13 @@ func push[T any](ctx context.Context, e *pgExporter, r *keyedRequest[T]) error {
 		if !errors.Is(err, pgwrite.ErrAlreadyCommitted) {
 			return e.writeFailed(c.stoppedError(err), b.TotalRows())
 		}
-		done, err := c.writer.Committed(ctx, directStream, keys)
+		done, err := c.sink.Committed(ctx, directStream, keys)
 		if err != nil {
 			return c.stoppedError(err)
 		}
 		left := parts[:0:0]
 		for _, p := range parts {
-			if !done[p.key] {
+			if !done[p.Key] {
 				left = append(left, p)
 			}
 		}
@@ -256,8 +239,42 @@ func (e *pgExporter) writeFailed(err error, n int) error {
 		err = fmt.Errorf("postgrescopy: %w", err)
 	case pgwrite.Config:
 		// The error carries the fix.
-		err = e.shared.Unwrap().explain(err)
+		err = e.shared.Unwrap().sink.Explain(err)
 		e.logger.Error("PostgreSQL refused the write; fix the configuration", zap.Error(err))
 	}
 	return pgwrite.ConsumerError(err)
+}
+
+// converter gives each request its key as it enters the exporter, before the
+// queue and the retry sender, and refuses, as permanent, a request the queue
+// could never hold.
+func converter[T any](cfg *Config, c *request.Codec[T]) func(context.Context, T) (xexporterhelper.Request, error) {
+	return func(_ context.Context, d T) (xexporterhelper.Request, error) {
+		r := request.New(c, d)
+		if err := cfg.fitsQueue(r); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+}
+
+// fitsQueue refuses a request larger than the whole sending queue: the queue
+// would refuse it as retryable ("element size too large"), and the client
+// would retry it forever.
+func (cfg *Config) fitsQueue(r interface {
+	Size(exporterhelper.RequestSizerType) int
+}) error {
+	if !cfg.QueueConfig.HasValue() {
+		return nil
+	}
+	q := cfg.QueueConfig.Get()
+	if q.Sizer != exporterhelper.RequestSizerTypeItems && q.Sizer != exporterhelper.RequestSizerTypeBytes {
+		return nil // sized in requests: any request fits
+	}
+	if n := r.Size(q.Sizer); int64(n) > q.QueueSize {
+		return consumererror.NewPermanent(fmt.Errorf(
+			"postgrescopy: request of %d %s exceeds sending_queue::queue_size (%d %s, sizer %s) and can never be queued: send smaller requests or raise queue_size",
+			n, q.Sizer.String(), q.QueueSize, q.Sizer.String(), q.Sizer.String()))
+	}
+	return nil
 }

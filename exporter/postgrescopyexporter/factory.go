@@ -13,6 +13,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 )
 
 // NewFactory creates the postgrescopy exporter factory.
@@ -50,8 +51,8 @@ func createDefaultConfig() component.Config {
 
 // helperOptions builds the exporterhelper of a request-based exporter
 // (xexporterhelper): the requests carry the key each got when it entered the
-// exporter (request.go) through the queue, the batcher and the retries.
-func helperOptions[T any](cfg *Config, e *pgExporter, c *signalCodec[T]) []exporterhelper.Option {
+// exporter (internal/request) through the queue, the batcher and the retries.
+func helperOptions[T any](cfg *Config, e *pgExporter, c *request.Codec[T]) []exporterhelper.Option {
 	opts := []exporterhelper.Option{
 		exporterhelper.WithCapabilities(consumer.Capabilities{MutatesData: false}),
 		exporterhelper.WithTimeout(cfg.TimeoutConfig),
@@ -68,8 +69,8 @@ func helperOptions[T any](cfg *Config, e *pgExporter, c *signalCodec[T]) []expor
 	return opts
 }
 
-func queueBatchSettings[T any](cfg *Config, c *signalCodec[T]) xexporterhelper.QueueBatchSettings {
-	set := xexporterhelper.QueueBatchSettings{Encoding: requestEncoding[T]{codec: c}}
+func queueBatchSettings[T any](cfg *Config, c *request.Codec[T]) xexporterhelper.QueueBatchSettings {
+	set := xexporterhelper.QueueBatchSettings{Encoding: request.NewEncoding(c)}
 	if q := cfg.QueueConfig; q.HasValue() && (!q.Get().Batch.HasValue() || len(q.Get().Batch.Get().Partition.MetadataKeys) == 0) {
 		// The exporterhelper refuses a merge function next to
 		// metadata_keys, whose own merge it then uses.
@@ -84,8 +85,8 @@ func createTraces(ctx context.Context, set exporter.Settings, c component.Config
 	if err != nil {
 		return nil, err
 	}
-	exp, err := xexporterhelper.NewTracesRequest(ctx, helperSettings(set, e), converter(cfg, tracesCodec), pusher(e, tracesCodec),
-		helperOptions(cfg, e, tracesCodec)...)
+	exp, err := xexporterhelper.NewTracesRequest(ctx, helperSettings(set, e), converter(cfg, request.Traces), pusher(e, request.Traces),
+		helperOptions(cfg, e, request.Traces)...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,8 +99,8 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	exp, err := xexporterhelper.NewMetricsRequest(ctx, helperSettings(set, e), converter(cfg, metricsCodec), pusher(e, metricsCodec),
-		helperOptions(cfg, e, metricsCodec)...)
+	exp, err := xexporterhelper.NewMetricsRequest(ctx, helperSettings(set, e), converter(cfg, request.Metrics), pusher(e, request.Metrics),
+		helperOptions(cfg, e, request.Metrics)...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +113,8 @@ func createLogs(ctx context.Context, set exporter.Settings, c component.Config) 
 	if err != nil {
 		return nil, err
 	}
-	exp, err := xexporterhelper.NewLogsRequest(ctx, helperSettings(set, e), converter(cfg, logsCodec), pusher(e, logsCodec),
-		helperOptions(cfg, e, logsCodec)...)
+	exp, err := xexporterhelper.NewLogsRequest(ctx, helperSettings(set, e), converter(cfg, request.Logs), pusher(e, request.Logs),
+		helperOptions(cfg, e, request.Logs)...)
 	if err != nil {
 		return nil, err
 	}

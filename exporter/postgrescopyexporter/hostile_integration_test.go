@@ -96,8 +96,8 @@ func readCase(t *testing.T, attrs pcommon.Map, table string) hostileCase {
 	return c
 }
 
-// request is one hostile file mixed with good items.
-type request struct {
+// hostileRequest is one hostile file mixed with good items.
+type hostileRequest struct {
 	cases []hostileCase
 	good  map[string][]string // table -> ids
 	send  func(context.Context) error
@@ -121,10 +121,10 @@ func goodSpan(s ptrace.Span, id string) {
 
 func tracesRequest(t *testing.T, te interface {
 	ConsumeTraces(context.Context, ptrace.Traces) error
-}) request {
+}) hostileRequest {
 	in, err := (&ptrace.JSONUnmarshaler{}).UnmarshalTraces(readFile(t, "traces.json"))
 	require.NoError(t, err)
-	r := request{good: map[string][]string{}}
+	r := hostileRequest{good: map[string][]string{}}
 	out := ptrace.NewTraces()
 	good := func(spans ptrace.SpanSlice) {
 		id := fmt.Sprintf("good/traces/%d", len(r.good["spans"]))
@@ -154,10 +154,10 @@ func tracesRequest(t *testing.T, te interface {
 
 func logsRequest(t *testing.T, le interface {
 	ConsumeLogs(context.Context, plog.Logs) error
-}) request {
+}) hostileRequest {
 	in, err := (&plog.JSONUnmarshaler{}).UnmarshalLogs(readFile(t, "logs.json"))
 	require.NoError(t, err)
-	r := request{good: map[string][]string{}}
+	r := hostileRequest{good: map[string][]string{}}
 	out := plog.NewLogs()
 	good := func(recs plog.LogRecordSlice) {
 		id := fmt.Sprintf("good/logs/%d", len(r.good["logs"]))
@@ -209,10 +209,10 @@ func pointAttributes(m pmetric.Metric) pcommon.Map {
 
 func metricsRequest(t *testing.T, me interface {
 	ConsumeMetrics(context.Context, pmetric.Metrics) error
-}) request {
+}) hostileRequest {
 	in, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(readFile(t, "metrics.json"))
 	require.NoError(t, err)
-	r := request{good: map[string][]string{}}
+	r := hostileRequest{good: map[string][]string{}}
 	out := pmetric.NewMetrics()
 	// A good point of the same type goes before each hostile one, so that
 	// every metric table has good rows around its bad ones.
@@ -296,7 +296,7 @@ func TestHostileCorpus(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	requests := []request{tracesRequest(t, te), logsRequest(t, le), metricsRequest(t, me)}
+	requests := []hostileRequest{tracesRequest(t, te), logsRequest(t, le), metricsRequest(t, me)}
 	stored, rejected := map[string]int{}, map[string]int{}
 	for _, r := range requests {
 		require.NoError(t, r.send(ctx), "a hostile request is accepted whole")

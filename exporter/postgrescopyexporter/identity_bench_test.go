@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkDirectPushParts(b *testing.B) {
 			require.NoError(b, err)
 			require.NoError(b, e.start(ctx, componenttest.NewNopHost()))
 			b.Cleanup(func() { require.NoError(b, e.shutdown(ctx)) })
-			push := pusher(e, tracesCodec)
+			push := pusher(e, request.Traces)
 			data := make([]ptrace.Traces, parts)
 			for i := range data {
 				data[i] = makeTraces(spans/parts, fmt.Sprintf("svc-%d", i))
@@ -41,9 +42,11 @@ func BenchmarkDirectPushParts(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				r := &keyedRequest[ptrace.Traces]{codec: tracesCodec}
-				for _, d := range data {
-					r.parts = append(r.parts, newPart(newKey(), d))
+				r := request.New(request.Traces, data[0])
+				for _, d := range data[1:] {
+					if _, err := r.MergeSplit(ctx, 0, exporterhelper.RequestSizerTypeItems, request.New(request.Traces, d)); err != nil {
+						b.Fatal(err)
+					}
 				}
 				if err := push(ctx, r); err != nil {
 					b.Fatal(err)

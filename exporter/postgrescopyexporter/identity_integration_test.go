@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -63,9 +64,9 @@ func TestDirectRetryIsNotDuplicated(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
 	t.Cleanup(func() { require.NoError(t, e.shutdown(ctx)) })
-	push := pusher(e, tracesCodec)
+	push := pusher(e, request.Traces)
 
-	req := newRequest(tracesCodec, makeTraces(40, "retry"))
+	req := request.New(request.Traces, makeTraces(40, "retry"))
 	require.NoError(t, push(ctx, req))
 	require.NoError(t, push(ctx, req))
 	pool := pgtest.Pool(t)
@@ -74,10 +75,10 @@ func TestDirectRetryIsNotDuplicated(t *testing.T) {
 
 	// A committed part replayed next to new ones (a persistent queue after
 	// a restart, merged with other neighbours): only the new ones are written.
-	other := newRequest(tracesCodec, makeTraces(7, "other"))
-	merged, err := newRequest(tracesCodec, makeTraces(40, "retry")).MergeSplit(ctx, 0, exporterhelper.RequestSizerTypeItems, other)
+	other := request.New(request.Traces, makeTraces(7, "other"))
+	merged, err := request.New(request.Traces, makeTraces(40, "retry")).MergeSplit(ctx, 0, exporterhelper.RequestSizerTypeItems, other)
 	require.NoError(t, err)
-	merged[0].(*keyedRequest[ptrace.Traces]).parts[0].key = req.parts[0].key
+	merged[0].(*request.Request[ptrace.Traces]).Parts()[0].Key = req.Parts()[0].Key
 	require.NoError(t, push(ctx, merged[0]))
 	require.EqualValues(t, 47, pgtest.Count(t, pool, schemaName, "spans"))
 	require.EqualValues(t, 2, pgtest.Count(t, pool, schemaName, "ledger"))
@@ -141,8 +142,8 @@ func pushTwice(t *testing.T, cfg *Config, td ptrace.Traces) {
 	require.NoError(t, err)
 	require.NoError(t, e.start(ctx, componenttest.NewNopHost()))
 	defer func() { require.NoError(t, e.shutdown(ctx)) }()
-	req := newRequest(tracesCodec, td)
-	push := pusher(e, tracesCodec)
+	req := request.New(request.Traces, td)
+	push := pusher(e, request.Traces)
 	require.NoError(t, push(ctx, req))
 	require.NoError(t, push(ctx, req))
 }

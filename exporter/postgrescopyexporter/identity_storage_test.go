@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -101,10 +102,10 @@ func TestPersistentQueueKeepsRequestsDistinct(t *testing.T) {
 	// The stored requests carry their keys.
 	var keys []string
 	st := host.ext[storageID].(*memStorage)
-	enc := requestEncoding[plog.Logs]{codec: logsCodec}
+	enc := request.NewEncoding(request.Logs)
 	for _, v := range st.kv {
 		if _, r, err := enc.Unmarshal(v); err == nil {
-			keys = append(keys, r.(*keyedRequest[plog.Logs]).keys()...)
+			keys = append(keys, r.(*request.Request[plog.Logs]).Keys()...)
 		}
 	}
 	require.Len(t, keys, 5)

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
@@ -39,7 +40,7 @@ func TestPushBeforeStartIsAnError(t *testing.T) {
 	e, err := newExporter(cfg, exportertest.NewNopSettings(metadata.Type))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.shared.Shutdown(context.Background()) })
-	require.ErrorIs(t, pusher(e, tracesCodec)(context.Background(), newRequest(tracesCodec, makeTraces(1, "s"))), errNotStarted)
+	require.ErrorIs(t, pusher(e, request.Traces)(context.Background(), request.New(request.Traces, makeTraces(1, "s"))), errNotStarted)
 	require.NoError(t, e.shutdown(context.Background()), "shutdown without start is safe")
 }
 

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
@@ -193,7 +194,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 
 // failoverLossReported is the spans the exporter reported lost in failovers
 // (its Error logs' lost_items), waiting up to wait for the report of a loss
-// the test saw (the audit waits failoverGrace).
+// the test saw (the audit waits coord.FailoverGrace).
 func failoverLossReported(t *testing.T, logs *observer.ObservedLogs, want int, wait time.Duration) int {
 	t.Helper()
 	sum := func() int {
@@ -242,7 +243,7 @@ func TestRedisSentinelFailoverWithoutMinReplicasMeasuresTheLoss(t *testing.T) {
 	// The scenario must lose what the replica lacked, or the test with
 	// min_replicas would prove nothing.
 	assert.Positive(t, v.Missing, "the replica lagged %s: what the primary acknowledged meanwhile must be missing", failoverLag)
-	assert.Equal(t, v.Missing, failoverLossReported(t, logs, v.Missing, failoverGrace+20*time.Second),
+	assert.Equal(t, v.Missing, failoverLossReported(t, logs, v.Missing, coord.FailoverGrace+20*time.Second),
 		"the spans the exporter reported lost in the failover, against those missing from PostgreSQL")
 	var entries int64
 	for _, e := range logs.FilterMessageSnippet("Redis lost entries in a failover").All() {

@@ -58,11 +58,11 @@ func (s *stopClock) reset() {
 // beginStop starts the drain of a direct-mode stop (Redis mode leaves its
 // entries pending in Redis instead: its flush workers stop in shutdown).
 func (c *client) beginStop() {
-	if c.cfg.Redis.HasValue() || c.stopWrites == nil {
+	if c.cfg.Redis.HasValue() || c.stopWrites == nil || c.sink == nil {
 		return
 	}
 	wait := stopDrain
-	if !c.ready.Load() || c.outage.failing() {
+	if !c.sink.Ready() || c.outage.failing() {
 		wait = 0
 	}
 	c.stop.begin(wait, c.stopWrites)
@@ -135,7 +135,7 @@ func (o *outage) succeeded() (ended bool, lasted time.Duration, attempts int) {
 func (c *client) noteWrite(err error) {
 	if err == nil {
 		if ended, lasted, attempts := c.outage.succeeded(); ended {
-			c.logger.Info("PostgreSQL writes succeed again", zap.String("target", c.target),
+			c.logger.Info("PostgreSQL writes succeed again", zap.String("target", c.sink.Target()),
 				zap.Duration("outage", lasted.Round(time.Millisecond)), zap.Int("failed_attempts", attempts))
 		}
 		return
@@ -145,7 +145,7 @@ func (c *client) noteWrite(err error) {
 	}
 	if c.outage.failed() {
 		c.logger.Warn("PostgreSQL writes are failing; retrying until they succeed, batches are held meanwhile",
-			zap.String("target", c.target), zap.Error(err))
+			zap.String("target", c.sink.Target()), zap.Error(err))
 	}
 }
 

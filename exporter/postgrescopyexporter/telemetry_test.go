@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
+	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/flush"
 )
 
@@ -97,7 +99,11 @@ func TestAdmissionWaitingGauge(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	tb, err := metadata.NewTelemetryBuilder(tel.NewTelemetrySettings())
 	require.NoError(t, err)
-	rs := &redisSide{admission: flush.NewAdmission(admissionBound, admissionStale), stats: map[string]shardStats{}}
+	cl, err := coord.NewClient(coord.Options{Node: &redis.Options{Addr: "127.0.0.1:1"}}, 1) // never dialled
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Close() })
+	rt := coord.NewRuntime(cl, coord.Config{Signals: signalNames}, zap.NewNop(), lossRecorder{tb}, nil, nil)
+	rs := &redisSide{rt: rt, admission: flush.NewAdmission(admissionBound, admissionStale)}
 	require.NoError(t, rs.registerGauges(tb))
 	// waiting is the gauge's one point, -1 without one.
 	waiting := func() int64 {

@@ -15,8 +15,8 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
-// Stream is one signal's stream as its consumer sees it. *coord.Stream
-// implements all but Ensure, which the exporter adds (it tracks epochs).
+// Stream is one signal's stream as its consumer sees it: *coord.WorkerStream
+// (a *coord.Stream whose Ensure tracks the epochs).
 type Stream interface {
 	// Name is the stream's key, for logs and the quarantine.
 	Name() string

@@ -25,8 +25,10 @@ var allowed = map[string][]string{
 	"internal/flush":           {"internal/coord", "internal/pgwrite", "internal/rows", "internal/entry", "internal/tables"},
 	"internal/sharedcomponent": {},
 	"internal/pricing":         {},
+	"internal/request":         {"internal/rows"},
+	"internal/pgsink":          {"internal/pgwrite", "internal/schema", "internal/pricing", "internal/rows", "internal/entry", "internal/tables"},
 	"exporter/postgrescopyexporter": {"exporter/postgrescopyexporter/internal/metadata", "internal/coord", "internal/entry",
-		"internal/flush", "internal/pgwrite", "internal/pricing", "internal/rows", "internal/schema", "internal/sharedcomponent", "internal/tables"},
+		"internal/flush", "internal/pgsink", "internal/pgwrite", "internal/pricing", "internal/request", "internal/rows", "internal/schema", "internal/sharedcomponent", "internal/tables"},
 	"exporter/postgrescopyexporter/internal/metadata": {},
 	"receiver/loadgenreceiver":                        {"receiver/loadgenreceiver/internal/metadata", "internal/sharedcomponent"},
 	"receiver/loadgenreceiver/internal/metadata":      {},
@@ -41,6 +43,8 @@ var notIn = map[string][]string{
 	"internal/rows":    {"github.com/jackc/", "github.com/redis/"},
 	"internal/schema":  {"go.opentelemetry.io/collector/pdata", "github.com/redis/"},
 	"internal/pgwrite": {"github.com/redis/"},
+	"internal/request": {"github.com/jackc/", "github.com/redis/"},
+	"internal/pgsink":  {"github.com/redis/"},
 }
 
 // notImported lists, for a package, import path prefixes it must not import

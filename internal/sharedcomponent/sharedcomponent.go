@@ -3,6 +3,7 @@ package sharedcomponent
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/collector/component"
 )
@@ -119,9 +120,11 @@ func (s *Shared[V]) abandon(ctx context.Context) error {
 
 // Sharer is one sharer's handle on a shared component.
 type Sharer[V Component] struct {
-	s       *Shared[V]
+	s *Shared[V]
+	// mu orders Start and Shutdown; started is read without it, by every
+	// push (Started).
 	mu      sync.Mutex
-	started bool
+	started atomic.Bool
 }
 
 // Unwrap returns the shared component.
@@ -132,13 +135,13 @@ func (h *Sharer[V]) Unwrap() V { return h.s.value }
 func (h *Sharer[V]) Start(ctx context.Context, host component.Host) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.started {
+	if h.started.Load() {
 		return nil
 	}
 	if err := h.s.start(ctx, host); err != nil {
 		return err
 	}
-	h.started = true
+	h.started.Store(true)
 	return nil
 }
 
@@ -147,16 +150,13 @@ func (h *Sharer[V]) Start(ctx context.Context, host component.Host) error {
 func (h *Sharer[V]) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.started {
+	if !h.started.Load() {
 		return h.s.abandon(ctx)
 	}
-	h.started = false
+	h.started.Store(false)
 	return h.s.release(ctx)
 }
 
-// Started reports whether this sharer started.
-func (h *Sharer[V]) Started() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.started
-}
+// Started reports whether this sharer started (and did not shut down yet),
+// without a lock.
+func (h *Sharer[V]) Started() bool { return h.started.Load() }

@@ -1,15 +1,11 @@
-package postgrescopyexporter
+package coord
 
 import (
 	"context"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
-
-	"github.com/postgrescopy/postgrescopy/internal/coord"
 )
 
 // A failover to a replica that had not received the latest entries keeps the
@@ -23,10 +19,10 @@ const (
 	failoverWindow = time.Minute
 	// failoverTracked bounds the entries remembered per stream.
 	failoverTracked = 100_000
-	// failoverGrace is how long a suspect waits, and at least two
+	// FailoverGrace is how long a suspect waits, and at least two
 	// maintenance ticks, before it is counted lost: a worker that read it
 	// before the failover may still be committing it.
-	failoverGrace = 5 * time.Second
+	FailoverGrace = 5 * time.Second
 )
 
 // addedEntry is an entry this collector added.
@@ -80,7 +76,7 @@ func (r *recentAdds) snapshot() []addedEntry {
 }
 
 // nodeSeen is the server last seen holding a stream, and the stream's epoch
-// then: a new epoch means the stream itself was lost (reportLoss), not some
+// then: a new epoch means the stream itself was lost (Runtime.reportLoss), not some
 // of its entries.
 type nodeSeen struct{ runID, epoch string }
 
@@ -95,10 +91,9 @@ type failoverSuspects struct {
 
 // auditFailover notices that the server holding s changed and looks up the
 // entries this collector added lately; those still neither in the stream nor
-// in the ledger failoverGrace later are reported lost. wholesale says
+// in the ledger FailoverGrace later are reported lost. wholesale says
 // that the stream itself was lost (reportLoss said so): nothing to look up.
-func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream, wholesale bool) {
-	rs := c.redis
+func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, wholesale bool) {
 	stream := s.Keys().Stream
 	rs.mu.Lock()
 	seen, sus, epoch := rs.nodes[stream], rs.suspects[stream], rs.epochs[stream]
@@ -107,13 +102,13 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 	wholesale = wholesale || (known != "" && seen.epoch != epoch)
 	if sus != nil {
 		sus.ticks++
-		if sus.ticks >= 2 && time.Since(sus.since) >= failoverGrace {
-			if lost, ok := c.missing(ctx, s, sus.entries); ok {
+		if sus.ticks >= 2 && time.Since(sus.since) >= FailoverGrace {
+			if lost, ok := rs.missing(ctx, s, sus.entries); ok {
 				rs.mu.Lock()
 				delete(rs.suspects, stream)
 				rs.mu.Unlock()
 				if len(lost) > 0 {
-					c.reportFailoverLoss(ctx, sig, stream, lost, sus.from, sus.to)
+					rs.reportFailoverLoss(ctx, sig, stream, lost, sus.from, sus.to)
 				}
 			}
 		}
@@ -133,11 +128,11 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 		return
 	}
 	added := rs.recent[stream].snapshot()
-	suspects, ok := c.missing(ctx, s, added)
+	suspects, ok := rs.missing(ctx, s, added)
 	if !ok {
 		return // the next tick tries again
 	}
-	c.logger.Info("the Redis server holding a stream changed (a failover, a restart or a moved slot); the entries this collector added lately were looked up",
+	rs.logger.Info("the Redis server holding a stream changed (a failover, a restart or a moved slot); the entries this collector added lately were looked up",
 		zap.String("redis", rs.addr), zap.String("stream", stream), zap.String("from_run_id", known), zap.String("to_run_id", node),
 		zap.Int("entries_looked_up", len(added)), zap.Int("missing_and_not_written", len(suspects)))
 	rs.mu.Lock()
@@ -153,7 +148,7 @@ func (c *client) auditFailover(ctx context.Context, sig string, s *coord.Stream,
 // once its rows are committed. Looked up again when the grace ends, an entry
 // back in the stream (the client had reached a server without it, and is
 // back) is not lost. ok is false when either could not be read.
-func (c *client) missing(ctx context.Context, s *coord.Stream, es []addedEntry) ([]addedEntry, bool) {
+func (rs *Runtime) missing(ctx context.Context, s *Stream, es []addedEntry) ([]addedEntry, bool) {
 	if len(es) == 0 {
 		return nil, true
 	}
@@ -176,7 +171,7 @@ func (c *client) missing(ctx context.Context, s *coord.Stream, es []addedEntry) 
 	if len(absent) == 0 {
 		return nil, true
 	}
-	done, err := c.writer.Committed(ctx, s.Ledger(), keys)
+	done, err := rs.ledger.Committed(ctx, s.Ledger(), keys)
 	if err != nil {
 		return nil, false
 	}
@@ -190,18 +185,16 @@ func (c *client) missing(ctx context.Context, s *coord.Stream, es []addedEntry) 
 }
 
 // reportFailoverLoss says loudly which entries a failover lost.
-func (c *client) reportFailoverLoss(ctx context.Context, sig, stream string, lost []addedEntry, from, to string) {
+func (rs *Runtime) reportFailoverLoss(ctx context.Context, sig, stream string, lost []addedEntry, from, to string) {
 	items := 0
 	for _, e := range lost {
 		items += e.items
 	}
-	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("signal", sig)))
-	c.tel.PostgrescopyRedisDataLoss.Add(ctx, 1, attrs)
-	c.tel.PostgrescopyRedisLostEntries.Add(ctx, int64(len(lost)), attrs)
-	c.logger.Error("Redis lost entries in a failover: the server now holding the stream lacks entries this collector added, "+
+	rs.rec.Lost(ctx, sig, int64(len(lost)))
+	rs.logger.Error("Redis lost entries in a failover: the server now holding the stream lacks entries this collector added, "+
 		"and they are not in PostgreSQL; the requests were acknowledged to clients and are lost. "+
 		"Set redis::min_replicas to 1 so that a request is acknowledged only once a replica holds it",
-		zap.String("redis", c.redis.addr), zap.String("signal", sig), zap.String("stream", stream),
+		zap.String("redis", rs.addr), zap.String("signal", sig), zap.String("stream", stream),
 		zap.Int("lost_entries", len(lost)), zap.Int("lost_items", items),
 		zap.String("first_lost_id", lost[0].id), zap.String("last_lost_id", lost[len(lost)-1].id),
 		zap.String("from_run_id", from), zap.String("to_run_id", to))

@@ -1,4 +1,4 @@
-package postgrescopyexporter
+package coord
 
 import (
 	"strconv"

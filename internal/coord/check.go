@@ -1,55 +1,25 @@
-package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+package coord
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
-
-	"github.com/postgrescopy/postgrescopy/internal/coord"
 )
-
-// redisLogger receives go-redis's own log lines (a failed dial, a bad
-// connection put back), at debug level: go-redis repeats them at every
-// attempt, and the exporter's own lines say what fails, once per change.
-// go-redis has one process-wide logger: the exporter started last receives
-// the lines of every client.
-var (
-	redisLogger    atomic.Pointer[zap.Logger]
-	redisLoggerSet sync.Once
-)
-
-type zapRedisLogger struct{}
-
-func (zapRedisLogger) Printf(_ context.Context, format string, v ...any) {
-	if l := redisLogger.Load(); l != nil {
-		if l.Core().Enabled(zap.DebugLevel) {
-			l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)))
-		}
-	}
-}
-
-// routeRedisLogs sends go-redis's log lines to logger instead of stderr.
-func routeRedisLogs(logger *zap.Logger) {
-	redisLogger.Store(logger.With(zap.String("source", "go-redis")))
-	redisLoggerSet.Do(func() { redis.SetLogger(zapRedisLogger{}) })
-}
 
 // probeSignal names the keys the start check writes, under key_prefix like
 // the streams' (an ACL that covers the prefix covers them).
 const probeSignal = "probe"
 
-// checkRedis checks at start what PostgreSQL's start checks: that Redis
-// accepts the credentials and lets this user run the commands the exporter
-// uses. A refusal fails the start with the fix; an unreachable Redis does not
-// (the flush workers wait for it), and is logged once.
-func (c *client) checkRedis(ctx context.Context, rs *redisSide) error {
+// check checks at start what PostgreSQL's start checks: that Redis accepts
+// the credentials and lets this user run the commands the exporter uses. A
+// refusal fails the start with the fix; an unreachable Redis does not (the
+// flush workers wait for it), and is logged once.
+func (rs *Runtime) check(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, startAttempt)
 	defer cancel()
 	user := rs.cl.user
@@ -57,24 +27,24 @@ func (c *client) checkRedis(ctx context.Context, rs *redisSide) error {
 	err := rs.rdb.Ping(cctx).Err()
 	if err == nil {
 		var denied []string
-		denied, err = probeCommands(cctx, rs.rdb, rs.rc.KeyPrefix)
+		denied, err = probeCommands(cctx, rs.rdb, rs.cfg.KeyPrefix)
 		if len(denied) > 0 {
 			return rs.cl.redact(fmt.Errorf("postgrescopy: %s lacks Redis permissions the exporter needs: %s; grant them, e.g. "+
 				"ACL SETUSER %s +@connection +@stream +@string +@scripting +@transaction ~{%s:*",
-				where, strings.Join(denied, "; "), user, rs.rc.KeyPrefix))
+				where, strings.Join(denied, "; "), user, rs.cfg.KeyPrefix))
 		}
 	}
 	if err == nil {
-		if err := c.checkEviction(cctx, rs); err != nil {
+		if err := rs.checkEviction(cctx); err != nil {
 			return err
 		}
-		return c.logDurability(cctx, rs)
+		return rs.logDurability(cctx)
 	}
-	if coord.Classify(err) == coord.KindAuth {
+	if Classify(err) == KindAuth {
 		return rs.cl.redact(fmt.Errorf("postgrescopy: %s refused the credentials: %w; set redis::username and redis::password "+
 			"(or the endpoint URL's user and password; redis::sentinel::username and ::password for the sentinels) to a user this Redis accepts", where, err))
 	}
-	c.logger.Warn("Redis is not reachable yet; flush workers wait for it in the background, requests are refused meanwhile",
+	rs.logger.Warn("Redis is not reachable yet; flush workers wait for it in the background, requests are refused meanwhile",
 		zap.String("redis", rs.addr), zap.Error(rs.cl.redact(rs.cl.explain(err))))
 	return nil
 }
@@ -83,9 +53,9 @@ func (c *client) checkRedis(ctx context.Context, rs *redisSide) error {
 // the refusals, one per command refused. Errors other than refusals (the
 // probe keys' state) are ignored, except a connection failure, returned.
 func probeCommands(ctx context.Context, rdb redis.UniversalClient, prefix string) ([]string, error) {
-	keys := coord.KeysFor(prefix, probeSignal)
+	keys := KeysFor(prefix, probeSignal)
 	const consumer = "postgrescopy-probe"
-	s := coord.NewStream(rdb, keys, coord.Bounds{MaxBytes: 1 << 40, MaxEntries: 1 << 30}, consumer)
+	s := NewStream(rdb, keys, Bounds{MaxBytes: 1 << 40, MaxEntries: 1 << 30}, consumer)
 	defer func() {
 		// Best effort: DEL is not a command the exporter otherwise needs.
 		_ = rdb.Del(context.WithoutCancel(ctx), keys.Stream, keys.Bytes, keys.Count, keys.Epoch).Err()
@@ -121,10 +91,10 @@ func probeCommands(ctx context.Context, rdb redis.UniversalClient, prefix string
 		{"XDEL", func() error { return rdb.XDel(ctx, keys.Stream, "0-1").Err() }},
 		{"EVAL", func() error { return rdb.Eval(ctx, "return 1", []string{keys.Stream}).Err() }},
 		{"EVALSHA and the ack script (XACK, XDEL, DECRBY, SET)", func() error {
-			entries := []coord.Entry{{ID: "0-1"}}
+			entries := []Entry{{ID: "0-1"}}
 			for _, id := range []string{id, txID} {
 				if id != "" {
-					entries = append(entries, coord.Entry{ID: id})
+					entries = append(entries, Entry{ID: id})
 				}
 			}
 			return s.Ack(ctx, entries)
@@ -137,10 +107,10 @@ func probeCommands(ctx context.Context, rdb redis.UniversalClient, prefix string
 	for _, st := range steps {
 		err := st.run()
 		switch {
-		case err == nil || coord.IsNil(err):
-		case coord.Classify(err) == coord.KindPermission:
+		case err == nil || IsNil(err):
+		case Classify(err) == KindPermission:
 			denied = append(denied, fmt.Sprintf("%s refused (%s)", st.name, redisMessage(err)))
-		case !coord.IsReply(err):
+		case !IsReply(err):
 			return denied, err
 		}
 	}
@@ -156,38 +126,21 @@ func redisMessage(err error) string {
 	return err.Error()
 }
 
-// redactedError hides a secret that an error message might hold (no Redis
-// reply is known to echo the password; this makes sure).
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
-func redactErr(err error, secret string) error {
-	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
-		return err
-	}
-	return &redactedError{msg: strings.ReplaceAll(err.Error(), secret, "[REDACTED]"), err: err}
-}
-
 // logDurability says at start what an acknowledged request risks with this
 // Redis: until its rows are committed, Redis holds the only copy. Below
 // redis::require_durability it returns the error that fails the start.
-func (c *client) logDurability(ctx context.Context, rs *redisSide) error {
-	d, err := coord.ReadDurabilityReplicated(ctx, rs.rdb, rs.rc.MinReplicas)
+func (rs *Runtime) logDurability(ctx context.Context) error {
+	d, err := ReadDurabilityReplicated(ctx, rs.rdb, rs.cfg.MinReplicas)
 	rs.setDurability(d, err)
 	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("durability", d.String()), zap.String("risk", d.Risk())}
 	switch {
 	case err != nil:
-		c.logger.Warn("cannot read Redis persistence settings; what an acknowledged request risks is unknown",
+		rs.logger.Warn("cannot read Redis persistence settings; what an acknowledged request risks is unknown",
 			append(fields, zap.Error(err))...)
-	case d >= coord.DurabilityAlways:
-		c.logger.Info("Redis persistence", fields...)
+	case d >= DurabilityAlways:
+		rs.logger.Info("Redis persistence", fields...)
 	default:
-		c.logger.Warn("Redis persistence does not keep every acknowledged request through a crash; "+
+		rs.logger.Warn("Redis persistence does not keep every acknowledged request through a crash; "+
 			"use appendonly yes with appendfsync always, or replicas and redis::min_replicas, for none lost", fields...)
 	}
 	return rs.belowRequired(d, err)
@@ -195,7 +148,7 @@ func (c *client) logDurability(ctx context.Context, rs *redisSide) error {
 
 // setDurability records what was read, for the gauge; a failed read leaves
 // the last value.
-func (rs *redisSide) setDurability(d coord.Durability, err error) (was coord.Durability, changed bool) {
+func (rs *Runtime) setDurability(d Durability, err error) (was Durability, changed bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if err != nil {
@@ -208,35 +161,35 @@ func (rs *redisSide) setDurability(d coord.Durability, err error) (was coord.Dur
 
 // belowRequired says what is wrong when d (read with err) is below
 // redis::require_durability, and how to fix it.
-func (rs *redisSide) belowRequired(d coord.Durability, err error) error {
-	want := requireDurabilityLevels[rs.rc.RequireDurability]
-	if want == coord.DurabilityUnknown || (err == nil && d >= want) {
+func (rs *Runtime) belowRequired(d Durability, err error) error {
+	want := rs.cfg.RequireDurability
+	if want == DurabilityUnknown || (err == nil && d >= want) {
 		return nil
 	}
 	fix := "set appendonly yes and appendfsync everysec on that Redis (redis.conf, or CONFIG SET then CONFIG REWRITE)"
 	switch want {
-	case coord.DurabilityAlways:
+	case DurabilityAlways:
 		fix = "set appendonly yes and appendfsync always on that Redis (redis.conf, or CONFIG SET then CONFIG REWRITE)"
-	case coord.DurabilityReplicated:
-		fix = fmt.Sprintf("give that Redis at least redis::min_replicas (%d) connected replicas", rs.rc.MinReplicas)
+	case DurabilityReplicated:
+		fix = fmt.Sprintf("give that Redis at least redis::min_replicas (%d) connected replicas", rs.cfg.MinReplicas)
 	}
 	if err != nil {
 		return fmt.Errorf("postgrescopy: redis::require_durability is %q but the persistence settings of %s cannot be read: %w; "+
-			"let this user run INFO persistence and CONFIG GET, or lower redis::require_durability", rs.rc.RequireDurability, rs.addr, err)
+			"let this user run INFO persistence and CONFIG GET, or lower redis::require_durability", rs.cfg.RequireDurabilityName, rs.addr, err)
 	}
 	return fmt.Errorf("postgrescopy: redis::require_durability is %q but %s offers %q (%s); "+
 		"%s, or lower redis::require_durability",
-		rs.rc.RequireDurability, rs.addr, d.String(), d.Risk(), fix)
+		rs.cfg.RequireDurabilityName, rs.addr, d.String(), d.Risk(), fix)
 }
 
 // rereadDurability re-reads the durability while running, logs a change
 // and, when it fell below redis::require_durability, says so as an error:
 // requests are still acknowledged (refusing them all would lose them too).
-func (c *client) rereadDurability(ctx context.Context, rs *redisSide) {
-	d, err := coord.ReadDurabilityReplicated(ctx, rs.rdb, rs.rc.MinReplicas)
+func (rs *Runtime) rereadDurability(ctx context.Context) {
+	d, err := ReadDurabilityReplicated(ctx, rs.rdb, rs.cfg.MinReplicas)
 	was, changed := rs.setDurability(d, err)
 	if err != nil && ctx.Err() == nil {
-		c.logger.Debug("re-reading Redis persistence settings failed", zap.Error(err))
+		rs.logger.Debug("re-reading Redis persistence settings failed", zap.Error(err))
 	}
 	if !changed {
 		return
@@ -244,24 +197,24 @@ func (c *client) rereadDurability(ctx context.Context, rs *redisSide) {
 	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("durability", d.String()),
 		zap.String("was", was.String()), zap.String("risk", d.Risk())}
 	if below := rs.belowRequired(d, nil); below != nil {
-		c.logger.Error("Redis persistence changed below redis::require_durability", append(fields, zap.Error(below))...)
+		rs.logger.Error("Redis persistence changed below redis::require_durability", append(fields, zap.Error(below))...)
 		return
 	}
 	if d < was {
-		c.logger.Warn("Redis persistence changed", fields...)
+		rs.logger.Warn("Redis persistence changed", fields...)
 		return
 	}
-	c.logger.Info("Redis persistence changed", fields...)
+	rs.logger.Info("Redis persistence changed", fields...)
 }
 
 // checkEviction refuses a Redis whose maxmemory-policy may evict the
 // exporter's keys: an evicted stream is every acknowledged request it held,
 // lost, and eviction starts exactly when a backlog fills the memory. An
 // unreadable policy is left to the periodic re-read.
-func (c *client) checkEviction(ctx context.Context, rs *redisSide) error {
-	m, err := coord.ReadMemory(ctx, rs.rdb)
+func (rs *Runtime) checkEviction(ctx context.Context) error {
+	m, err := ReadMemory(ctx, rs.rdb)
 	if err != nil {
-		c.logger.Debug("cannot read Redis maxmemory-policy", zap.Error(err))
+		rs.logger.Debug("cannot read Redis maxmemory-policy", zap.Error(err))
 		return nil
 	}
 	rs.setMemory(m)
@@ -274,7 +227,7 @@ func (c *client) checkEviction(ctx context.Context, rs *redisSide) error {
 	return nil
 }
 
-func nodeSuffix(m coord.Memory) string {
+func nodeSuffix(m Memory) string {
 	if m.Addr == "" {
 		return ""
 	}
@@ -283,7 +236,7 @@ func nodeSuffix(m coord.Memory) string {
 
 // setMemory records the memory settings read and whether the policy
 // changed from an earlier read.
-func (rs *redisSide) setMemory(m coord.Memory) (was coord.Memory, changed bool) {
+func (rs *Runtime) setMemory(m Memory) (was Memory, changed bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	was, changed = rs.memory, rs.memoryRead && rs.memory.Policy != m.Policy
@@ -294,8 +247,8 @@ func (rs *redisSide) setMemory(m coord.Memory) (was coord.Memory, changed bool) 
 // rereadEviction re-reads maxmemory-policy while running: a policy changed
 // to an evicting one is said as an error (requests are still acknowledged;
 // the entry counts report what eviction deletes).
-func (c *client) rereadEviction(ctx context.Context, rs *redisSide) {
-	m, err := coord.ReadMemory(ctx, rs.rdb)
+func (rs *Runtime) rereadEviction(ctx context.Context) {
+	m, err := ReadMemory(ctx, rs.rdb)
 	if err != nil {
 		return
 	}
@@ -309,9 +262,9 @@ func (c *client) rereadEviction(ctx context.Context, rs *redisSide) {
 		fields = append(fields, zap.String("node", m.Addr))
 	}
 	if m.Evicts() {
-		c.logger.Error("Redis maxmemory-policy changed to one that evicts keys: at maxmemory it deletes streams holding acknowledged requests; "+
+		rs.logger.Error("Redis maxmemory-policy changed to one that evicts keys: at maxmemory it deletes streams holding acknowledged requests; "+
 			"set maxmemory-policy noeviction", fields...)
 		return
 	}
-	c.logger.Info("Redis maxmemory-policy changed", fields...)
+	rs.logger.Info("Redis maxmemory-policy changed", fields...)
 }

@@ -1,4 +1,4 @@
-package postgrescopyexporter
+package request
 
 import (
 	"context"
@@ -23,9 +23,9 @@ var (
 // spanIndexes lists the "i" attribute of every span of r, part by part.
 func spanIndexes(t *testing.T, r xexporterhelper.Request) [][]int64 {
 	var out [][]int64
-	for _, p := range r.(*keyedRequest[ptrace.Traces]).parts {
+	for _, p := range r.(*Request[ptrace.Traces]).parts {
 		var ids []int64
-		for _, rs := range p.data.ResourceSpans().All() {
+		for _, rs := range p.Data.ResourceSpans().All() {
 			for _, ss := range rs.ScopeSpans().All() {
 				for _, s := range ss.Spans().All() {
 					v, ok := s.Attributes().Get("i")
@@ -42,7 +42,7 @@ func spanIndexes(t *testing.T, r xexporterhelper.Request) [][]int64 {
 func keysOf(rs []xexporterhelper.Request) [][]string {
 	out := make([][]string, len(rs))
 	for i, r := range rs {
-		out[i] = r.(*keyedRequest[ptrace.Traces]).keys()
+		out[i] = r.(*Request[ptrace.Traces]).keys()
 	}
 	return out
 }
@@ -58,7 +58,7 @@ func seq(from, to int) []int64 {
 func TestNewKeyIsRandom128Bits(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {
-		k := newKey()
+		k := NewKey()
 		b, err := hex.DecodeString(k)
 		require.NoError(t, err)
 		require.Len(t, b, 16)
@@ -66,14 +66,14 @@ func TestNewKeyIsRandom128Bits(t *testing.T) {
 		seen[k] = true
 	}
 	// Identical content, two requests, two keys.
-	a, b := newRequest(tracesCodec, makeTraces(1, "s")), newRequest(tracesCodec, makeTraces(1, "s"))
-	assert.NotEqual(t, a.parts[0].key, b.parts[0].key)
+	a, b := New(Traces, makeTraces(1, "s")), New(Traces, makeTraces(1, "s"))
+	assert.NotEqual(t, a.parts[0].Key, b.parts[0].Key)
 }
 
 func TestMergeSplitKeepsPartsWhole(t *testing.T) {
 	ctx := context.Background()
-	a, b := newRequest(tracesCodec, makeTraces(3, "a")), newRequest(tracesCodec, makeTraces(4, "b"))
-	ka, kb := a.parts[0].key, b.parts[0].key
+	a, b := New(Traces, makeTraces(3, "a")), New(Traces, makeTraces(4, "b"))
+	ka, kb := a.parts[0].Key, b.parts[0].Key
 
 	out, err := a.MergeSplit(ctx, 10, sizeItems, b)
 	require.NoError(t, err)
@@ -83,14 +83,14 @@ func TestMergeSplitKeepsPartsWhole(t *testing.T) {
 	assert.Equal(t, tracesSizer.TracesSize(makeTraces(3, "a"))+tracesSizer.TracesSize(makeTraces(4, "b")), out[0].BytesSize())
 
 	// What does not fit next to the batch starts the next one, whole.
-	c := newRequest(tracesCodec, makeTraces(6, "c"))
+	c := New(Traces, makeTraces(6, "c"))
 	out, err = out[0].MergeSplit(ctx, 10, sizeItems, c)
 	require.NoError(t, err)
-	assert.Equal(t, [][]string{{ka, kb}, {c.parts[0].key}}, keysOf(out))
+	assert.Equal(t, [][]string{{ka, kb}, {c.parts[0].Key}}, keysOf(out))
 	assert.Equal(t, [][]int64{seq(0, 6)}, spanIndexes(t, out[1]))
 
 	// No limit: one request.
-	out, err = newRequest(tracesCodec, makeTraces(3, "a")).MergeSplit(ctx, 0, sizeItems, newRequest(tracesCodec, makeTraces(30, "b")))
+	out, err = New(Traces, makeTraces(3, "a")).MergeSplit(ctx, 0, sizeItems, New(Traces, makeTraces(30, "b")))
 	require.NoError(t, err)
 	require.Len(t, out, 1)
 	assert.Equal(t, 33, out[0].ItemsCount())
@@ -101,9 +101,9 @@ func TestMergeSplitKeepsPartsWhole(t *testing.T) {
 // arrives alone or behind another request: a replay splits the same way.
 func TestMergeSplitCutsOversizedPartDeterministically(t *testing.T) {
 	ctx := context.Background()
-	big := func() *keyedRequest[ptrace.Traces] {
-		r := newRequest(tracesCodec, makeTraces(25, "big"))
-		r.parts[0].key = "k"
+	big := func() *Request[ptrace.Traces] {
+		r := New(Traces, makeTraces(25, "big"))
+		r.parts[0].Key = "k"
 		return r
 	}
 	alone, err := big().MergeSplit(ctx, 10, sizeItems, nil)
@@ -113,20 +113,20 @@ func TestMergeSplitCutsOversizedPartDeterministically(t *testing.T) {
 	assert.Equal(t, [][]int64{seq(10, 20)}, spanIndexes(t, alone[1]))
 	assert.Equal(t, [][]int64{seq(20, 25)}, spanIndexes(t, alone[2]))
 
-	small := newRequest(tracesCodec, makeTraces(3, "small"))
+	small := New(Traces, makeTraces(3, "small"))
 	behind, err := small.MergeSplit(ctx, 10, sizeItems, big())
 	require.NoError(t, err)
-	assert.Equal(t, [][]string{{small.parts[0].key}, {"k/0"}, {"k/1"}, {"k/2"}}, keysOf(behind))
+	assert.Equal(t, [][]string{{small.parts[0].Key}, {"k/0"}, {"k/1"}, {"k/2"}}, keysOf(behind))
 	for i := range alone {
 		assert.Equal(t, spanIndexes(t, alone[i]), spanIndexes(t, behind[i+1]))
 	}
 
 	// The last chunk takes neighbours after it; a chunk is never cut again.
-	next := newRequest(tracesCodec, makeTraces(4, "next"))
+	next := New(Traces, makeTraces(4, "next"))
 	out, err := behind[3].MergeSplit(ctx, 10, sizeItems, next)
 	require.NoError(t, err)
-	assert.Equal(t, [][]string{{"k/2", next.parts[0].key}}, keysOf(out))
-	chunk := alone[0].(*keyedRequest[ptrace.Traces])
+	assert.Equal(t, [][]string{{"k/2", next.parts[0].Key}}, keysOf(out))
+	chunk := alone[0].(*Request[ptrace.Traces])
 	out, err = chunk.MergeSplit(ctx, 4, sizeItems, nil)
 	require.NoError(t, err)
 	assert.Equal(t, [][]string{{"k/0"}}, keysOf(out), "a chunk keeps its rows under its key")
@@ -134,8 +134,8 @@ func TestMergeSplitCutsOversizedPartDeterministically(t *testing.T) {
 
 func TestMergeSplitInBytes(t *testing.T) {
 	ctx := context.Background()
-	r := newRequest(tracesCodec, makeTraces(500, "bytes"))
-	r.parts[0].key = "k"
+	r := New(Traces, makeTraces(500, "bytes"))
+	r.parts[0].Key = "k"
 	total := r.BytesSize()
 	maxSize := total / 7
 	out, err := r.MergeSplit(ctx, maxSize, sizeBytes, nil)
@@ -145,7 +145,7 @@ func TestMergeSplitInBytes(t *testing.T) {
 	for i, o := range out {
 		assert.LessOrEqual(t, o.BytesSize(), maxSize, "chunk %d", i)
 		// Cut in the same place as a fresh count of its size says.
-		assert.Equal(t, tracesSizer.TracesSize(o.(*keyedRequest[ptrace.Traces]).parts[0].data), o.BytesSize())
+		assert.Equal(t, tracesSizer.TracesSize(o.(*Request[ptrace.Traces]).parts[0].Data), o.BytesSize())
 		all = append(all, spanIndexes(t, o)[0]...)
 	}
 	assert.Equal(t, seq(0, 500), all, "every span once, in order")
@@ -164,16 +164,16 @@ func TestMergeSplitMetricsKeepsMetricShape(t *testing.T) {
 	for i := range 25 {
 		sum.DataPoints().AppendEmpty().SetIntValue(int64(i))
 	}
-	r := newRequest(metricsCodec, md)
-	key := r.parts[0].key
+	r := New(Metrics, md)
+	key := r.parts[0].Key
 	out, err := r.MergeSplit(context.Background(), 10, sizeItems, nil)
 	require.NoError(t, err)
 	require.Len(t, out, 3)
 	next := int64(0)
 	for i, o := range out {
-		p := o.(*keyedRequest[pmetric.Metrics]).parts[0]
-		assert.Equal(t, key+"/"+strconv.Itoa(i), p.key)
-		rm := p.data.ResourceMetrics().At(0)
+		p := o.(*Request[pmetric.Metrics]).parts[0]
+		assert.Equal(t, key+"/"+strconv.Itoa(i), p.Key)
+		rm := p.Data.ResourceMetrics().At(0)
 		v, _ := rm.Resource().Attributes().Get("service.name")
 		assert.Equal(t, "m", v.Str())
 		got := rm.ScopeMetrics().At(0).Metrics().At(0)
@@ -191,28 +191,28 @@ func TestMergeSplitMetricsKeepsMetricShape(t *testing.T) {
 
 func TestRequestEncodingRoundTrip(t *testing.T) {
 	ctx := collectorclient.NewContext(context.Background(), collectorclient.Info{Metadata: collectorclient.NewMetadata(map[string][]string{"tenant": {"a"}})})
-	r := newRequest(tracesCodec, makeTraces(5, "a"))
-	merged, err := r.MergeSplit(ctx, 0, sizeItems, newRequest(tracesCodec, makeTraces(3, "b")))
+	r := New(Traces, makeTraces(5, "a"))
+	merged, err := r.MergeSplit(ctx, 0, sizeItems, New(Traces, makeTraces(3, "b")))
 	require.NoError(t, err)
-	in := merged[0].(*keyedRequest[ptrace.Traces])
+	in := merged[0].(*Request[ptrace.Traces])
 	in.parts[1].chunk = true
 
-	enc := requestEncoding[ptrace.Traces]{codec: tracesCodec}
+	enc := Encoding[ptrace.Traces]{codec: Traces}
 	buf, err := enc.Marshal(ctx, in)
 	require.NoError(t, err)
 	gotCtx, got, err := enc.Unmarshal(buf)
 	require.NoError(t, err)
-	out := got.(*keyedRequest[ptrace.Traces])
+	out := got.(*Request[ptrace.Traces])
 	require.Len(t, out.parts, 2)
 	for i := range in.parts {
-		assert.Equal(t, in.parts[i].key, out.parts[i].key)
+		assert.Equal(t, in.parts[i].Key, out.parts[i].Key)
 		assert.Equal(t, in.parts[i].chunk, out.parts[i].chunk)
-		assert.Equal(t, in.parts[i].data, out.parts[i].data)
+		assert.Equal(t, in.parts[i].Data, out.parts[i].Data)
 	}
 	assert.Equal(t, []string{"a"}, collectorclient.FromContext(gotCtx).Metadata.Get("tenant"))
 
 	for _, bad := range [][]byte{nil, {9}, buf[:len(buf)-1], append(append([]byte{}, buf...), 0)} {
 		_, _, err := enc.Unmarshal(bad)
-		assert.ErrorIs(t, err, errEncoding)
+		assert.ErrorIs(t, err, ErrEncoding)
 	}
 }

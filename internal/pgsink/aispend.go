@@ -1,4 +1,4 @@
-package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+package pgsink
 
 import (
 	"context"
@@ -12,17 +12,13 @@ import (
 // before the first maintenance: the cost view gets the configured
 // dimensions (owner only: create_schema) and the catalog the price file, so
 // that the first rollup prices with them.
-func (c *client) prepareAISpend(ctx context.Context) error {
+func (c *Sink) prepareAISpend(ctx context.Context) error {
 	if c.cfg.CreateSchema {
-		dims, err := c.cfg.CostAttribution.dimensions()
-		if err != nil {
-			return err
-		}
-		if err := pricing.Configure(ctx, c.pool, c.cfg.Schema, dims, c.cfg.CostAttribution.LateWindow); err != nil {
+		if err := pricing.Configure(ctx, c.pool, c.cfg.Schema, c.cfg.CostDimensions, c.cfg.CostLateWindow); err != nil {
 			return err
 		}
 	}
-	file := c.cfg.Pricing.File
+	file := c.cfg.PriceFile
 	if file == "" {
 		return nil
 	}
@@ -35,16 +31,16 @@ func (c *client) prepareAISpend(ctx context.Context) error {
 }
 
 // watchPrices reloads the price file when it changes, until shutdown.
-func (c *client) watchPrices(ctx context.Context) {
-	if c.cfg.Pricing.File == "" {
+func (c *Sink) watchPrices(ctx context.Context) {
+	if c.cfg.PriceFile == "" {
 		return
 	}
 	// Its first poll loads the file again (it does not know what prepare
 	// loaded): one redundant transaction, and no state shared with prepare.
-	cat := &pricing.Catalog{Pool: c.pool, Schema: c.cfg.Schema, File: c.cfg.Pricing.File, Logger: c.logger}
+	cat := &pricing.Catalog{Pool: c.pool, Schema: c.cfg.Schema, File: c.cfg.PriceFile, Logger: c.logger}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		cat.Watch(ctx, c.cfg.Pricing.ReloadInterval, c.ready.Load)
+		cat.Watch(ctx, c.cfg.PriceReload, c.ready.Load)
 	}()
 }

@@ -1,4 +1,4 @@
-package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+package request
 
 import (
 	"context"
@@ -17,7 +17,7 @@ var (
 	logsSizer    plog.ProtoMarshaler
 )
 
-var tracesCodec = &signalCodec[ptrace.Traces]{
+var Traces = &Codec[ptrace.Traces]{
 	signal:  "traces",
 	items:   ptrace.Traces.SpanCount,
 	bytes:   tracesSizer.TracesSize,
@@ -30,7 +30,7 @@ var tracesCodec = &signalCodec[ptrace.Traces]{
 	add: (*rows.Batch).AddTraces,
 }
 
-var metricsCodec = &signalCodec[pmetric.Metrics]{
+var Metrics = &Codec[pmetric.Metrics]{
 	signal:  "metrics",
 	items:   pmetric.Metrics.DataPointCount,
 	bytes:   metricsSizer.MetricsSize,
@@ -43,7 +43,7 @@ var metricsCodec = &signalCodec[pmetric.Metrics]{
 	add: (*rows.Batch).AddMetrics,
 }
 
-var logsCodec = &signalCodec[plog.Logs]{
+var Logs = &Codec[plog.Logs]{
 	signal:  "logs",
 	items:   plog.Logs.LogRecordCount,
 	bytes:   logsSizer.LogsSize,

@@ -1,10 +1,8 @@
-package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+package pgsink
 
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
 	"github.com/postgrescopy/postgrescopy/internal/rows"
@@ -14,7 +12,7 @@ import (
 // reportRejects counts the rows PostgreSQL refused in b's last write (the
 // writer stored them in the rejects table) and logs them once for the batch,
 // never once per row.
-func (c *client) reportRejects(ctx context.Context, b *rows.Batch) {
+func (c *Sink) reportRejects(ctx context.Context, b *rows.Batch) {
 	rej := b.Rejects()
 	if len(rej) == 0 {
 		return
@@ -30,7 +28,7 @@ func (c *client) reportRejects(ctx context.Context, b *rows.Batch) {
 		}
 		name := tables.Tables[i].Name
 		byTable[name] = n
-		c.tel.PostgrescopyRejectedRows.Add(ctx, int64(n), metric.WithAttributes(attribute.String("table", name)))
+		c.rec.Rejected(ctx, name, n)
 	}
 	c.logger.Warn("PostgreSQL refused rows of a batch; they are in the rejects table and the rest is written",
 		zap.String("schema", c.cfg.Schema), zap.Int("rejected", len(rej)), zap.Int("batch_rows", b.TotalRows()),

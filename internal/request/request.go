@@ -1,4 +1,4 @@
-package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+package request
 
 import (
 	"context"
@@ -9,39 +9,42 @@ import (
 	"fmt"
 	"strconv"
 
-	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exporterhelper/xexporterhelper"
 
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 )
 
-// A request is what the exporterhelper queue, batcher and retry sender carry:
+// Request is what the exporterhelper queue, batcher and retry sender carry:
 // a list of parts, each one client request (or a chunk of one) with the key
 // it was given when it entered the exporter. The key, not the content, names
 // it in the ledger: two identical requests are two events, and a retry of
 // one, merged with other neighbours or replayed from a persistent queue, is
 // still recognized.
-type keyedRequest[T any] struct {
-	codec *signalCodec[T]
-	parts []*part[T]
+type Request[T any] struct {
+	codec *Codec[T]
+	parts []*Part[T]
 }
 
-type part[T any] struct {
-	key   string
-	data  T
+// Part is one client request, or a chunk of one, with its key.
+type Part[T any] struct {
+	// Key names the part in the ledger.
+	Key string
+	// Data is the part's pdata.
+	Data  T
 	items int // -1 until counted
 	bytes int // -1 until measured
 	// chunk marks a piece cut from a larger part: it is never cut again, so
 	// that its key always names the same rows.
 	chunk bool
-	// sent (Redis mode) marks a part a previous attempt added to the stream;
+	// Sent (Redis mode) marks a part a previous attempt added to the stream;
 	// a retry of the request adds only the others.
-	sent bool
+	Sent bool
 }
 
-// signalCodec is what a request needs to know about one signal's pdata.
-type signalCodec[T any] struct {
+// Codec is what a request needs to know about one signal's pdata: Traces,
+// Metrics and Logs are the three.
+type Codec[T any] struct {
 	signal string
 	items  func(T) int
 	bytes  func(T) int // protobuf size, as the Collector's bytes sizer counts it
@@ -55,39 +58,49 @@ type signalCodec[T any] struct {
 	add       func(*rows.Batch, T)
 }
 
-var _ xexporterhelper.Request = (*keyedRequest[int])(nil)
+var _ xexporterhelper.Request = (*Request[int])(nil)
 
-// newKey returns a random 128-bit key in hex: wide enough that two requests
+// NewKey returns a random 128-bit key in hex: wide enough that two requests
 // never share one, with no coordination between replicas.
-func newKey() string {
+func NewKey() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b[:])
 }
 
-func newRequest[T any](c *signalCodec[T], d T) *keyedRequest[T] {
-	return &keyedRequest[T]{codec: c, parts: []*part[T]{newPart(newKey(), d)}}
+// Signal is the codec's signal name: traces, metrics or logs.
+func (c *Codec[T]) Signal() string { return c.signal }
+
+// Add appends d's rows to b.
+func (c *Codec[T]) Add(b *rows.Batch, d T) { c.add(b, d) }
+
+// New is a request of one part holding d, under a new key.
+func New[T any](c *Codec[T], d T) *Request[T] {
+	return &Request[T]{codec: c, parts: []*Part[T]{newPart(NewKey(), d)}}
 }
 
-func newPart[T any](key string, d T) *part[T] {
-	return &part[T]{key: key, data: d, items: -1, bytes: -1}
+func newPart[T any](key string, d T) *Part[T] {
+	return &Part[T]{Key: key, Data: d, items: -1, bytes: -1}
 }
 
-func (p *part[T]) itemsCount(c *signalCodec[T]) int {
+// Items is the part's spans, data points or log records, counted once.
+func (p *Part[T]) Items(c *Codec[T]) int { return p.itemsCount(c) }
+
+func (p *Part[T]) itemsCount(c *Codec[T]) int {
 	if p.items < 0 {
-		p.items = c.items(p.data)
+		p.items = c.items(p.Data)
 	}
 	return p.items
 }
 
-func (p *part[T]) bytesSize(c *signalCodec[T]) int {
+func (p *Part[T]) bytesSize(c *Codec[T]) int {
 	if p.bytes < 0 {
-		p.bytes = c.bytes(p.data)
+		p.bytes = c.bytes(p.Data)
 	}
 	return p.bytes
 }
 
-func (p *part[T]) size(c *signalCodec[T], szt exporterhelper.RequestSizerType) int {
+func (p *Part[T]) size(c *Codec[T], szt exporterhelper.RequestSizerType) int {
 	if szt == exporterhelper.RequestSizerTypeBytes {
 		return p.bytesSize(c)
 	}
@@ -95,7 +108,7 @@ func (p *part[T]) size(c *signalCodec[T], szt exporterhelper.RequestSizerType) i
 }
 
 // ItemsCount is the spans, data points or log records of every part.
-func (r *keyedRequest[T]) ItemsCount() int {
+func (r *Request[T]) ItemsCount() int {
 	n := 0
 	for _, p := range r.parts {
 		n += p.itemsCount(r.codec)
@@ -104,7 +117,7 @@ func (r *keyedRequest[T]) ItemsCount() int {
 }
 
 // BytesSize is the protobuf size of every part.
-func (r *keyedRequest[T]) BytesSize() int {
+func (r *Request[T]) BytesSize() int {
 	n := 0
 	for _, p := range r.parts {
 		n += p.bytesSize(r.codec)
@@ -112,17 +125,30 @@ func (r *keyedRequest[T]) BytesSize() int {
 	return n
 }
 
-func (r *keyedRequest[T]) size(szt exporterhelper.RequestSizerType) int {
+// Codec is the codec of the request's signal.
+func (r *Request[T]) Codec() *Codec[T] { return r.codec }
+
+// Parts are the request's parts, in order.
+func (r *Request[T]) Parts() []*Part[T] { return r.parts }
+
+// Size is the request's size in szt's unit (items, or bytes; items for any
+// other sizer).
+func (r *Request[T]) Size(szt exporterhelper.RequestSizerType) int { return r.size(szt) }
+
+func (r *Request[T]) size(szt exporterhelper.RequestSizerType) int {
 	if szt == exporterhelper.RequestSizerTypeBytes {
 		return r.BytesSize()
 	}
 	return r.ItemsCount()
 }
 
-func (r *keyedRequest[T]) keys() []string {
+// Keys are the parts' keys, in order.
+func (r *Request[T]) Keys() []string { return r.keys() }
+
+func (r *Request[T]) keys() []string {
 	keys := make([]string, len(r.parts))
 	for i, p := range r.parts {
-		keys[i] = p.key
+		keys[i] = p.Key
 	}
 	return keys
 }
@@ -135,13 +161,13 @@ func (r *keyedRequest[T]) keys() []string {
 // neighbours. Only the batcher calls it, which also makes the pipeline hand
 // the exporter data it may mutate (MutatesData), so parts are moved, not
 // copied.
-func (r *keyedRequest[T]) MergeSplit(_ context.Context, maxSize int, szt exporterhelper.RequestSizerType, r2 xexporterhelper.Request) ([]xexporterhelper.Request, error) {
+func (r *Request[T]) MergeSplit(_ context.Context, maxSize int, szt exporterhelper.RequestSizerType, r2 xexporterhelper.Request) ([]xexporterhelper.Request, error) {
 	if szt != exporterhelper.RequestSizerTypeItems && szt != exporterhelper.RequestSizerTypeBytes {
 		return nil, fmt.Errorf("postgrescopy: batch sizer %q is not items or bytes", szt.String())
 	}
 	all := r.parts
 	if r2 != nil {
-		o, ok := r2.(*keyedRequest[T])
+		o, ok := r2.(*Request[T])
 		if !ok {
 			return nil, fmt.Errorf("postgrescopy: cannot merge a %T into a %s request", r2, r.codec.signal)
 		}
@@ -159,7 +185,7 @@ func (r *keyedRequest[T]) MergeSplit(_ context.Context, maxSize int, szt exporte
 	next := func() {
 		if len(cur.parts) > 0 {
 			out = append(out, cur)
-			cur, curSize = &keyedRequest[T]{codec: r.codec}, 0
+			cur, curSize = &Request[T]{codec: r.codec}, 0
 		}
 	}
 	for _, p := range all {
@@ -187,14 +213,14 @@ func (r *keyedRequest[T]) MergeSplit(_ context.Context, maxSize int, szt exporte
 
 // cut splits an oversized part into chunks of at most maxSize each (a single
 // leaf larger than maxSize is a chunk alone: it is written, not dropped).
-func (c *signalCodec[T]) cut(p *part[T], maxSize int, szt exporterhelper.RequestSizerType) []*part[T] {
+func (c *Codec[T]) cut(p *Part[T], maxSize int, szt exporterhelper.RequestSizerType) []*Part[T] {
 	ct := &cutter{max: maxSize, bytes: szt == exporterhelper.RequestSizerTypeBytes}
-	c.ends(p.data, ct)
+	c.ends(p.Data, ct)
 	ends := ct.finish()
-	pieces := c.split(p.data, ends)
-	out := make([]*part[T], len(pieces))
+	pieces := c.split(p.Data, ends)
+	out := make([]*Part[T], len(pieces))
 	for i, d := range pieces {
-		out[i] = newPart(p.key+"/"+strconv.Itoa(i), d)
+		out[i] = newPart(p.Key+"/"+strconv.Itoa(i), d)
 		out[i].chunk = true
 	}
 	return out
@@ -280,21 +306,25 @@ func varintLen(x uint64) int {
 	return n
 }
 
-// requestEncoding stores requests in a persistent queue (file_storage) with
+// Encoding stores requests in a persistent queue (file_storage) with
 // their parts' keys, so that a request replayed after a restart is the same
 // request to the ledger.
-type requestEncoding[T any] struct{ codec *signalCodec[T] }
+type Encoding[T any] struct{ codec *Codec[T] }
+
+// NewEncoding is the persistent-queue encoding of c's requests.
+func NewEncoding[T any](c *Codec[T]) Encoding[T] { return Encoding[T]{codec: c} }
 
 // encodingVersion leads an encoded request; a later format gets another.
 const encodingVersion = 1
 
-var errEncoding = errors.New("postgrescopy: persisted request is damaged")
+// ErrEncoding is a persisted request that cannot be read back.
+var ErrEncoding = errors.New("postgrescopy: persisted request is damaged")
 
 // Marshal writes the version, the number of parts, then per part its key,
 // whether it is a chunk, and its pdata with ctx (the Collector's own request
 // encoding: span context, client metadata) on the first part.
-func (e requestEncoding[T]) Marshal(ctx context.Context, req xexporterhelper.Request) ([]byte, error) {
-	r, ok := req.(*keyedRequest[T])
+func (e Encoding[T]) Marshal(ctx context.Context, req xexporterhelper.Request) ([]byte, error) {
+	r, ok := req.(*Request[T])
 	if !ok {
 		return nil, fmt.Errorf("postgrescopy: cannot encode a %T as a %s request", req, e.codec.signal)
 	}
@@ -305,12 +335,12 @@ func (e requestEncoding[T]) Marshal(ctx context.Context, req xexporterhelper.Req
 		if i > 0 {
 			pctx = context.Background()
 		}
-		data, err := e.codec.marshal(pctx, p.data)
+		data, err := e.codec.marshal(pctx, p.Data)
 		if err != nil {
 			return nil, fmt.Errorf("postgrescopy: encode %s request: %w", e.codec.signal, err)
 		}
-		buf = binary.AppendUvarint(buf, uint64(len(p.key)))
-		buf = append(buf, p.key...)
+		buf = binary.AppendUvarint(buf, uint64(len(p.Key)))
+		buf = append(buf, p.Key...)
 		chunk := byte(0)
 		if p.chunk {
 			chunk = 1
@@ -323,9 +353,9 @@ func (e requestEncoding[T]) Marshal(ctx context.Context, req xexporterhelper.Req
 }
 
 // Unmarshal reads what Marshal wrote; the context is the first part's.
-func (e requestEncoding[T]) Unmarshal(buf []byte) (context.Context, xexporterhelper.Request, error) {
+func (e Encoding[T]) Unmarshal(buf []byte) (context.Context, xexporterhelper.Request, error) {
 	if len(buf) == 0 || buf[0] != encodingVersion {
-		return context.Background(), nil, fmt.Errorf("%w: unknown format", errEncoding)
+		return context.Background(), nil, fmt.Errorf("%w: unknown format", ErrEncoding)
 	}
 	rest := buf[1:]
 	next := func() ([]byte, bool) {
@@ -339,25 +369,25 @@ func (e requestEncoding[T]) Unmarshal(buf []byte) (context.Context, xexporterhel
 	}
 	count, w := binary.Uvarint(rest)
 	if w <= 0 || count > uint64(len(rest)) {
-		return context.Background(), nil, fmt.Errorf("%w: bad part count", errEncoding)
+		return context.Background(), nil, fmt.Errorf("%w: bad part count", ErrEncoding)
 	}
 	rest = rest[w:]
-	r := &keyedRequest[T]{codec: e.codec, parts: make([]*part[T], 0, count)}
+	r := &Request[T]{codec: e.codec, parts: make([]*Part[T], 0, count)}
 	ctx := context.Background()
 	for i := range int(count) {
 		key, ok := next()
 		if !ok || len(rest) == 0 {
-			return ctx, nil, fmt.Errorf("%w: part %d key", errEncoding, i)
+			return ctx, nil, fmt.Errorf("%w: part %d key", ErrEncoding, i)
 		}
 		chunk := rest[0] == 1
 		rest = rest[1:]
 		data, ok := next()
 		if !ok {
-			return ctx, nil, fmt.Errorf("%w: part %d data", errEncoding, i)
+			return ctx, nil, fmt.Errorf("%w: part %d data", ErrEncoding, i)
 		}
 		pctx, d, err := e.codec.unmarshal(data)
 		if err != nil {
-			return ctx, nil, fmt.Errorf("%w: part %d: %w", errEncoding, i, err)
+			return ctx, nil, fmt.Errorf("%w: part %d: %w", ErrEncoding, i, err)
 		}
 		if i == 0 {
 			ctx = pctx
@@ -367,41 +397,7 @@ func (e requestEncoding[T]) Unmarshal(buf []byte) (context.Context, xexporterhel
 		r.parts = append(r.parts, p)
 	}
 	if len(rest) != 0 {
-		return ctx, nil, fmt.Errorf("%w: %d trailing bytes", errEncoding, len(rest))
+		return ctx, nil, fmt.Errorf("%w: %d trailing bytes", ErrEncoding, len(rest))
 	}
 	return ctx, r, nil
-}
-
-// converter gives each request its key as it enters the exporter, before the
-// queue and the retry sender, and refuses, as permanent, a request the queue
-// could never hold.
-func converter[T any](cfg *Config, c *signalCodec[T]) func(context.Context, T) (xexporterhelper.Request, error) {
-	return func(_ context.Context, d T) (xexporterhelper.Request, error) {
-		r := newRequest(c, d)
-		if err := cfg.fitsQueue(r); err != nil {
-			return nil, err
-		}
-		return r, nil
-	}
-}
-
-// fitsQueue refuses a request larger than the whole sending queue: the queue
-// would refuse it as retryable ("element size too large"), and the client
-// would retry it forever.
-func (cfg *Config) fitsQueue(r interface {
-	size(exporterhelper.RequestSizerType) int
-}) error {
-	if !cfg.QueueConfig.HasValue() {
-		return nil
-	}
-	q := cfg.QueueConfig.Get()
-	if q.Sizer != exporterhelper.RequestSizerTypeItems && q.Sizer != exporterhelper.RequestSizerTypeBytes {
-		return nil // sized in requests: any request fits
-	}
-	if n := r.size(q.Sizer); int64(n) > q.QueueSize {
-		return consumererror.NewPermanent(fmt.Errorf(
-			"postgrescopy: request of %d %s exceeds sending_queue::queue_size (%d %s, sizer %s) and can never be queued: send smaller requests or raise queue_size",
-			n, q.Sizer.String(), q.QueueSize, q.Sizer.String(), q.Sizer.String()))
-	}
-	return nil
 }
