@@ -132,7 +132,9 @@ fuzz:
 # queries/ run, and the indexes. About 10 minutes on 2 cores with the
 # defaults; results go to bench/results/. Bigger machines reach the article's
 # scale with e.g. make bench SCALE=100,500,1000 USERS=500; PARTS picks parts,
-# BENCH_FLAGS passes any other flag of cmd/bench (-runs, -strategies...).
+# BENCH_FLAGS passes any other flag of cmd/bench (-runs, -strategies...). It
+# ends with the Targets section and fails (status 3) when postgrescopy + Redis
+# is behind plain COPY at any scale or rows were lost.
 SCALE ?= 10,50,100
 USERS ?= 10
 PARTS ?= ceiling,strategies,mixed,indexes

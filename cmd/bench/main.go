@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -355,6 +356,23 @@ func run() int {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "bench: wrote %s (and latest.*)\n", strings.Join(files, ", "))
+	return guard(os.Stderr, rep.Targets)
+}
+
+// guard prints the Targets section last, where a make bench user reads it,
+// and fails the run (exit status 3) on a regression.
+func guard(w io.Writer, ts []target) int {
+	if len(ts) == 0 {
+		return 0
+	}
+	fmt.Fprint(w, "\n"+targetsMarkdown(ts))
+	bad := regressions(ts)
+	for _, r := range bad {
+		fmt.Fprintln(w, "bench: target missed:", r)
+	}
+	if len(bad) > 0 {
+		return 3
+	}
 	return 0
 }
 

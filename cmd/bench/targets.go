@@ -149,6 +149,23 @@ func targetsMarkdown(ts []target) string {
 	return sb.String()
 }
 
+// regressions are the targets a run must not miss, one line each: the
+// target strategy behind plain COPY at a scale, or rows lost. The ceiling
+// ratio is reported but not enforced: on a shared machine it moves with the
+// load, while plain COPY runs interleaved with the target and pays the same.
+func regressions(ts []target) []string {
+	var out []string
+	for _, t := range ts {
+		if t.AheadOfCopy != nil && !*t.AheadOfCopy {
+			out = append(out, fmt.Sprintf("%d users: %s at %.2f× %s, behind plain COPY", t.Users, targetStrategy, t.VsPlainCopy, plainCopy))
+		}
+		if !t.NoRowsLost {
+			out = append(out, fmt.Sprintf("%d users: %d rows lost by %s", t.Users, t.LostRows, strings.Join(t.Lost, ", ")))
+		}
+	}
+	return out
+}
+
 func yesNo(ok bool) string {
 	if ok {
 		return "yes"

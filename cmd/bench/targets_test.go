@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"math"
 	"strings"
 	"testing"
@@ -69,3 +70,40 @@ func TestTargets(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-3 }
+
+func TestGuard(t *testing.T) {
+	yes, no := true, false
+	ahead := target{Users: 10, RatioToCeiling: 0.7, VsPlainCopy: 1.3, AheadOfCopy: &yes, NoRowsLost: true}
+	// Below the ceiling target but ahead of plain COPY: reported, not failed.
+	var sb strings.Builder
+	if got := guard(&sb, []target{ahead}); got != 0 {
+		t.Errorf("guard = %d for a run ahead of plain COPY, want 0:\n%s", got, sb.String())
+	}
+	if !strings.Contains(sb.String(), "## Targets") {
+		t.Errorf("guard did not print the Targets section:\n%s", sb.String())
+	}
+	behind := target{Users: 50, VsPlainCopy: 0.99, AheadOfCopy: &no, NoRowsLost: true}
+	lost := target{Users: 100, LostRows: 7, Lost: []string{"postgrescopy-redis"}}
+	sb.Reset()
+	if got := guard(&sb, []target{ahead, behind, lost}); got != 3 {
+		t.Errorf("guard = %d with a scale behind plain COPY and one losing rows, want 3", got)
+	}
+	for _, s := range []string{
+		"bench: target missed: 50 users: postgrescopy-redis at 0.99× copy-5000-maps, behind plain COPY",
+		"bench: target missed: 100 users: 7 rows lost by postgrescopy-redis",
+	} {
+		if !strings.Contains(sb.String(), s) {
+			t.Errorf("guard output lacks %q:\n%s", s, sb.String())
+		}
+	}
+	if strings.Contains(sb.String(), "target missed: 10 users") {
+		t.Errorf("guard failed a scale ahead of plain COPY:\n%s", sb.String())
+	}
+	// Plain COPY not run at a scale: nothing to compare, no failure.
+	if got := guard(io.Discard, []target{{Users: 10, NoRowsLost: true}}); got != 0 {
+		t.Errorf("guard = %d without plain COPY, want 0", got)
+	}
+	if got := guard(io.Discard, nil); got != 0 {
+		t.Errorf("guard = %d without targets, want 0", got)
+	}
+}
