@@ -24,6 +24,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
 
@@ -105,7 +106,7 @@ func TestStopDuringOutageLosesNothingAcknowledged(t *testing.T) {
 			cfg.QueueConfig, cfg.RetryConfig = def.QueueConfig, def.RetryConfig
 			u, err := url.Parse(pgtest.URL())
 			require.NoError(t, err)
-			addr := freeAddr(t)
+			addr := ports.AddrT(t)
 			proxy := tcpproxy.Start(t, addr, u.Host)
 			cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
 
@@ -206,7 +207,7 @@ func TestStopDuringOutageKeepsThePersistentQueue(t *testing.T) {
 	cfg.QueueConfig.Get().WaitForResult = false
 	u, err := url.Parse(pgtest.URL())
 	require.NoError(t, err)
-	addr := freeAddr(t)
+	addr := ports.AddrT(t)
 	proxy := tcpproxy.Start(t, addr, u.Host)
 	cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
 
@@ -276,7 +277,7 @@ func TestWriteOutageIsWarnedOnceAndItsEndSaid(t *testing.T) {
 	cfg.RetryConfig.InitialInterval = 100 * time.Millisecond
 	u, err := url.Parse(pgtest.URL())
 	require.NoError(t, err)
-	addr := freeAddr(t)
+	addr := ports.AddrT(t)
 	proxy := tcpproxy.Start(t, addr, u.Host)
 	cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
 	ctx := context.Background()
