@@ -174,7 +174,7 @@ func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 		for _, form := range pgEndpoints(srv) {
 			t.Run(fmt.Sprintf("%d/%s", i, form.name), func(t *testing.T) {
 				configFor := func(pw string, port int) *Config {
-					cfg := createDefaultConfig().(*Config)
+					cfg := defaultConfig()
 					cfg.Schema = "secrets_absent" // create_schema false: Start proves the login, then fails
 					cfg.CreateSchema = false
 					cfg.RetryConfig.Enabled = false
@@ -403,7 +403,7 @@ func TestEndpointErrorsQuoteNothing(t *testing.T) {
 		{"postgres://pwuser:Lu1Qe Zg5Hc@127.0.0.1:25432/postgres", "%20"},
 		{"host=127.0.0.1 user=pwuser password=Lu1Qe Zg5Hc dbname=postgres", "quote"},
 	} {
-		cfg := createDefaultConfig().(*Config)
+		cfg := defaultConfig()
 		cfg.Endpoint = configopaque.String(c.endpoint)
 		err := cfg.Validate()
 		require.Error(t, err, c.endpoint)
