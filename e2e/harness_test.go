@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
 // tables are every table of schema version 1; the tests check all of them so
@@ -99,35 +100,13 @@ func checkStale(t testing.TB, bin string) {
 	}
 }
 
-// freePorts reserves n distinct loopback ports. All listeners stay open until
-// every port is chosen, so the same port is never handed out twice.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("reserve a port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
-}
-
 // endpoints are the collector's listening addresses.
 type endpoints struct {
 	grpc, http, health, metrics string
 }
 
 func newEndpoints(t testing.TB) endpoints {
-	p := freePorts(t, 4)
+	p := ports.FreeT(t, 4)
 	addr := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 	return endpoints{grpc: addr(p[0]), http: addr(p[1]), health: addr(p[2]), metrics: addr(p[3])}
 }

@@ -215,7 +215,7 @@ func run() int {
 	fs.StringVar(&b.pprof, "pprof", "", "collector runs: serve Go profiles on this address (the pprof extension, e.g. 127.0.0.1:1777) to profile a run while it writes")
 	fs.StringVar(&b.collector, "collector", "_build/otelcol-postgrescopy", "the built distribution (make build)")
 	fs.StringVar(&b.redisAddr, "redis", "127.0.0.1:6379", "Redis for the postgrescopy + Redis strategy")
-	fs.IntVar(&b.redisHAPortBase, "redis-ha-ports", 16400, "first of the loopback ports the Redis replica and Redis Cluster strategies start their redis-servers on (and port + 10000, a cluster node's bus)")
+	fs.IntVar(&b.redisHAPortBase, "redis-ha-ports", 16400, "first of the loopback ports the Redis Cluster strategy starts its redis-servers on (and port + 10000, a cluster node's bus); the replica strategy's are free ones")
 	fs.StringVar(&b.psql, "psql", "psql", "psql binary for the \\copy ceiling")
 	fs.StringVar(&queriesDir, "queries", "queries", "directory of the analytical queries")
 	fs.StringVar(&outDir, "out", "bench/results", "where to write <timestamp>.{md,json,png} and latest.*")

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
 // primarySettings are the bench primary's settings besides its address. They
@@ -189,7 +190,7 @@ func localURL(port int) string {
 func (c *localServers) start(ctx context.Context, data, conf string) (int, error) {
 	logFile := data + ".log"
 	for attempt := 1; ; attempt++ {
-		port, err := pglocal.FreePort()
+		port, err := ports.One()
 		if err != nil {
 			return 0, err
 		}

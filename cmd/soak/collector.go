@@ -16,27 +16,6 @@ import (
 	"time"
 )
 
-// freePorts reserves n distinct loopback ports. Every listener stays open
-// until all are chosen, so no port is handed out twice.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("reserve a port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // collectorConfig is the distribution's config for the soak: OTLP gRPC into
 // the postgrescopy exporter coordinated through Redis. It is JSON, which the
 // Collector reads as YAML.
@@ -273,5 +252,3 @@ func tailLines(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
 type options struct {
@@ -228,11 +229,11 @@ func (s *soak) run(ctx context.Context) int {
 		return s.fail("Redis at %s: %v", o.redisAddr, err)
 	}
 
-	ports, err := freePorts(3)
+	ps, err := ports.Free(3)
 	if err != nil {
 		return s.fail("%v", err)
 	}
-	grpcAddr, healthAddr, metricsAddr := addr(ports[0]), addr(ports[1]), addr(ports[2])
+	grpcAddr, healthAddr, metricsAddr := ports.Addr(ps[0]), ports.Addr(ps[1]), ports.Addr(ps[2])
 	cfgPath := filepath.Join(s.tmp, "config.yaml")
 	if err := writeConfig(cfgPath, collectorConfig(o, grpcAddr, healthAddr, metricsAddr, s.schema, s.prefix)); err != nil {
 		return s.fail("write config: %v", err)

@@ -4,17 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
 )
 
 // Redis faults the exporter must survive or report exactly: the stream key
@@ -42,29 +40,22 @@ func metricSum(metrics, name string) int64 {
 }
 
 // faultEnv starts a throwaway PostgreSQL and a throwaway Redis with args.
-func faultEnv(ctx context.Context, o *options, label string, args ...string) (*env, *pgServer, *redisServer, func(), error) {
+func faultEnv(ctx context.Context, o *options, label string, args ...string) (*env, *pgServer, *redisserver.Server, func(), error) {
 	pg, err := startPG(ctx)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("throwaway PostgreSQL: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "postgrescopy-soak-redis-")
+	rs, err := redisserver.Start(ctx, redisserver.Options{Args: args})
 	if err != nil {
 		pg.remove()
 		return nil, nil, nil, nil, err
 	}
-	rs, err := startRedis(ctx, dir, append([]string{"--save", "", "--appendonly", "no"}, args...)...)
-	if err != nil {
-		pg.remove()
-		os.RemoveAll(dir)
-		return nil, nil, nil, nil, err
-	}
-	e, err := newEnv(ctx, o, label, pg.url(), rs.addr)
+	e, err := newEnv(ctx, o, label, pg.url(), rs.Addr())
 	cleanup := func() {
 		if e != nil {
 			e.close()
 		}
-		rs.kill()
-		os.RemoveAll(dir)
+		rs.Close()
 		pg.remove()
 	}
 	if err != nil {
@@ -296,7 +287,7 @@ func sentinelUnknownMaster(ctx context.Context, o *options) (r row) {
 	}
 	defer cleanup()
 	defer e.finish(&r)
-	sentinel, stopSentinel, err := startSentinel(ctx, e.tmp, rs.addr, "soak-monitored")
+	sentinel, stopSentinel, err := startSentinel(ctx, e.tmp, rs.Addr(), "soak-monitored")
 	if err != nil {
 		r.err = err
 		return r
@@ -334,7 +325,7 @@ func sentinelUnknownMaster(ctx context.Context, o *options) (r row) {
 	}
 	said := matchingLines(e.coll.logPath, `sentinel does not know master_name \"soak-typo\"`) +
 		matchingLines(e.coll.logPath, `sentinel does not know master_name "soak-typo"`)
-	host, port, _ := strings.Cut(rs.addr, ":")
+	host, port, _ := strings.Cut(rs.Addr(), ":")
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel, MaxRetries: -1})
 	defer sc.Close()
 	if err := sc.Monitor(ctx, "soak-typo", host, port, "1").Err(); err != nil {
@@ -367,45 +358,14 @@ func sentinelUnknownMaster(ctx context.Context, o *options) (r row) {
 	return r
 }
 
-// startSentinel starts one redis-server --sentinel monitoring primary as
-// name, in dir; it returns its address and a stop function.
+// startSentinel starts one sentinel monitoring primary as name, in dir; it
+// returns its address and a stop function.
 func startSentinel(ctx context.Context, dir, primary, name string) (string, func(), error) {
-	ports, err := freePorts(1)
+	ss, err := redisserver.StartSentinels(ctx, 1, redisserver.SentinelOptions{Dir: dir, Master: name, Primary: primary})
 	if err != nil {
 		return "", nil, err
 	}
-	host, port, _ := strings.Cut(primary, ":")
-	conf := filepath.Join(dir, "sentinel.conf")
-	lines := []string{
-		"port " + strconv.Itoa(ports[0]), "bind 127.0.0.1", "daemonize no", "protected-mode no", "dir " + dir,
-		"logfile " + filepath.Join(dir, "sentinel.log"),
-		fmt.Sprintf("sentinel monitor %s %s %s 1", name, host, port),
-	}
-	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		return "", nil, err
-	}
-	cmd := exec.Command("redis-server", conf, "--sentinel")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("start redis-server --sentinel: %w", err)
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	}
-	a := addr(ports[0])
-	sc := redis.NewSentinelClient(&redis.Options{Addr: a, MaxRetries: -1})
-	defer sc.Close()
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if _, err := sc.GetMasterAddrByName(ctx, name).Result(); err == nil {
-			return a, stop, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("sentinel on %s does not answer", a)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return ss[0].Addr(), ss[0].Close, nil
 }
 
 // firstLine is the first line of the file at path containing s, shortened.

@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"google.golang.org/grpc"
@@ -30,19 +30,13 @@ func identical(ctx context.Context, o *options, withRedis bool) (r row) {
 	redisAddr := ""
 	if withRedis {
 		r.mode = "redis"
-		dir, err := os.MkdirTemp("", "postgrescopy-soak-redis-")
+		rs, err := redisserver.Start(ctx, redisserver.Options{})
 		if err != nil {
 			r.err = err
 			return r
 		}
-		defer os.RemoveAll(dir)
-		rs, err := startRedis(ctx, dir, "--save", "", "--appendonly", "no")
-		if err != nil {
-			r.err = err
-			return r
-		}
-		defer rs.kill()
-		redisAddr = rs.addr
+		defer rs.Close()
+		redisAddr = rs.Addr()
 	}
 	e, err := newEnv(ctx, o, "identical/"+r.mode, o.pgURL, redisAddr)
 	if err != nil {

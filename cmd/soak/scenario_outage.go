@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,16 +28,11 @@ func runPGOutage(ctx context.Context, o *options) []row {
 		return fail(fmt.Errorf("throwaway PostgreSQL: %w", err))
 	}
 	defer pg.remove()
-	dir, err := os.MkdirTemp("", "postgrescopy-soak-redis-")
+	rs, err := redisserver.Start(ctx, redisserver.Options{})
 	if err != nil {
 		return fail(err)
 	}
-	defer os.RemoveAll(dir)
-	rs, err := startRedis(ctx, dir, "--save", "", "--appendonly", "no")
-	if err != nil {
-		return fail(err)
-	}
-	defer rs.kill()
+	defer rs.Close()
 
 	ed, err := newEnv(ctx, o, "pg-outage/direct", pg.url(), "")
 	if err != nil {
@@ -44,7 +40,7 @@ func runPGOutage(ctx context.Context, o *options) []row {
 	}
 	defer ed.close()
 	defer ed.finish(direct)
-	er, err := newEnv(ctx, o, "pg-outage/redis", pg.url(), rs.addr)
+	er, err := newEnv(ctx, o, "pg-outage/redis", pg.url(), rs.Addr())
 	if err != nil {
 		return fail(err)
 	}

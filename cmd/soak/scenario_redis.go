@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
 )
 
 // runRedisEmpty: Redis without persistence is SIGKILLed under load and
@@ -27,23 +27,17 @@ func runRedisAOF(ctx context.Context, o *options) []row {
 // r is named so that the deferred finish can add its note.
 func redisKill(ctx context.Context, o *options, name string, aof bool) (r row) {
 	r = row{scenario: name, mode: "redis"}
-	dir, err := os.MkdirTemp("", "postgrescopy-soak-redis-")
-	if err != nil {
-		r.err = err
-		return r
-	}
-	defer os.RemoveAll(dir)
-	persistence := []string{"--save", "", "--appendonly", "no"}
+	var persistence []string // none
 	if aof {
-		persistence = []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always"}
+		persistence = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
-	rs, err := startRedis(ctx, dir, persistence...)
+	rs, err := redisserver.Start(ctx, redisserver.Options{Args: persistence})
 	if err != nil {
 		r.err = err
 		return r
 	}
-	defer rs.kill()
-	e, err := newEnv(ctx, o, name+"/redis", o.pgURL, rs.addr)
+	defer rs.Close()
+	e, err := newEnv(ctx, o, name+"/redis", o.pgURL, rs.Addr())
 	if err != nil {
 		r.err = err
 		return r
@@ -82,13 +76,13 @@ func redisKill(ctx context.Context, o *options, name string, aof bool) (r row) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	rs.kill()
+	rs.Kill()
 	killedAt := time.Now()
 	_ = sleepCtx(ctx, time.Second)
 	// Acknowledged before the new server exists: written to the old one,
 	// the most a restart without persistence may lose.
 	restarting := time.Now()
-	if err := rs.start(ctx); err != nil {
+	if err := rs.Restart(ctx); err != nil {
 		stopLoad()
 		r.err = fmt.Errorf("restart Redis: %w", err)
 		return r

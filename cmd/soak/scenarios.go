@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
 // A scenario is one failure the soak puts the built collector through; it
@@ -188,11 +189,11 @@ type collectorSpec struct {
 
 // startCollector writes the config and starts the collector on free ports.
 func (e *env) startCollector(ctx context.Context, spec collectorSpec) error {
-	ports, err := freePorts(3)
+	ps, err := ports.Free(3)
 	if err != nil {
 		return err
 	}
-	grpcAddr, healthAddr, metricsAddr := addr(ports[0]), addr(ports[1]), addr(ports[2])
+	grpcAddr, healthAddr, metricsAddr := ports.Addr(ps[0]), ports.Addr(ps[1]), ports.Addr(ps[2])
 	cfgPath := filepath.Join(e.tmp, "config.yaml")
 	if err := writeConfig(cfgPath, e.config(spec, grpcAddr, healthAddr, metricsAddr)); err != nil {
 		return fmt.Errorf("write config: %w", err)

@@ -7,79 +7,13 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
-
-// redisServer is a throwaway redis-server on a free port with its own data
-// directory, so that a scenario can SIGKILL it without touching the
-// machine's Redis.
-type redisServer struct {
-	addr, dir, logPath string
-	args               []string
-	cmd                *exec.Cmd
-	exited             chan struct{}
-}
-
-// startRedis starts redis-server with extra config arguments (e.g.
-// "--appendonly", "yes") in dir.
-func startRedis(ctx context.Context, dir string, extra ...string) (*redisServer, error) {
-	ports, err := freePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	r := &redisServer{addr: addr(ports[0]), dir: dir, logPath: filepath.Join(dir, "redis.log")}
-	r.args = append([]string{"--port", strconv.Itoa(ports[0]), "--bind", "127.0.0.1", "--dir", dir,
-		"--daemonize", "no", "--protected-mode", "no", "--logfile", r.logPath}, extra...)
-	return r, r.start(ctx)
-}
-
-// start runs the server (again, on the same port and directory) and waits
-// until it answers PING, which it does only once its AOF is loaded.
-func (r *redisServer) start(ctx context.Context) error {
-	cmd := exec.Command("redis-server", r.args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	r.cmd, r.exited = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); close(r.exited) }()
-	c := redis.NewClient(&redis.Options{Addr: r.addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := c.Ping(ctx).Err()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-r.exited:
-			return fmt.Errorf("redis-server on %s exited at start: %s", r.addr, tailLines(r.logPath, 5))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s not answering after 30s: %w", r.addr, err)
-		}
-	}
-}
-
-// kill sends SIGKILL: no shutdown save, no AOF rewrite.
-func (r *redisServer) kill() {
-	if r.cmd == nil {
-		return
-	}
-	_ = r.cmd.Process.Signal(syscall.SIGKILL)
-	<-r.exited
-	r.cmd = nil
-}
 
 // pgServer is a throwaway PostgreSQL cluster (trust auth for postgres on
 // 127.0.0.1) that a scenario may stop and start: an outage without touching
@@ -126,7 +60,7 @@ func startPG(ctx context.Context) (*pgServer, error) {
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
 	for attempt := 1; ; attempt++ {
-		if p.port, err = pglocal.FreePort(); err != nil {
+		if p.port, err = ports.One(); err != nil {
 			return nil, err
 		}
 		// Durable settings are beside the point here: the server is only

@@ -52,7 +52,7 @@ func citusConfigAt(t *testing.T, url string) (*Config, string, *pgxpool.Pool) {
 	t.Cleanup(func() {
 		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
 	})
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	cfg.Endpoint = configopaque.String(url)
 	cfg.Schema = name
 	cfg.Distribution = distributionCitus

@@ -6,14 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 )
 
 func TestLimitsDefaults(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	assert.Equal(t, LimitsConfig{}, cfg.Limits, "0 means the default, so print-config shows what was set")
 	assert.Equal(t, rows.Limits{MaxValue: 64 << 10, MaxRow: 1 << 20}, cfg.Limits.rows())
 	assert.Equal(t, rows.Limits{MaxValue: 4096, MaxRow: 4096}, LimitsConfig{MaxRowBytes: 4096}.rows(),
@@ -24,22 +23,9 @@ func TestLimitsDefaults(t *testing.T) {
 func TestLimitsConfig(t *testing.T) {
 	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config_limits.yaml"))
 	require.NoError(t, err)
-	load := func(name string) (*Config, error) {
-		sub, err := cm.Sub(name)
-		require.NoError(t, err)
-		cfg := createDefaultConfig().(*Config)
-		if err := sub.Unmarshal(cfg); err != nil {
-			return cfg, err
-		}
-		return cfg, confmap.Validate(cfg)
-	}
-
-	cfg, err := load("postgrescopy/limits")
+	cfg, err := loadSection(t, cm, "postgrescopy/limits")
 	require.NoError(t, err)
-	want := createDefaultConfig().(*Config)
-	want.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
-	want.Limits = LimitsConfig{MaxValueBytes: 8192, MaxRowBytes: 262144}
-	assert.Equal(t, want, cfg)
+	assert.Equal(t, wantConfig(func(c *Config) { c.Limits = LimitsConfig{MaxValueBytes: 8192, MaxRowBytes: 262144} }), cfg)
 	assert.Equal(t, rows.Limits{MaxValue: 8192, MaxRow: 262144}, cfg.Limits.rows())
 
 	for name, msg := range map[string]string{
@@ -52,7 +38,7 @@ func TestLimitsConfig(t *testing.T) {
 		"invalid/unknown_key":            `invalid keys: max_values`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := load(name)
+			_, err := loadSection(t, cm, name)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), msg)
 		})

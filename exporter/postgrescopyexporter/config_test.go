@@ -23,12 +23,59 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/tables"
 )
 
+// testdataEndpoint is the endpoint of the configs in testdata.
+const testdataEndpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+
+// defaultConfig is the factory's default config.
+func defaultConfig() *Config { return createDefaultConfig().(*Config) }
+
+// unmarshalled is the default config with raw over it, not validated.
+func unmarshalled(t *testing.T, raw map[string]any) *Config {
+	t.Helper()
+	cfg := defaultConfig()
+	require.NoError(t, confmap.NewFromStringMap(raw).Unmarshal(cfg))
+	return cfg
+}
+
+// loadSection is the default config with section name of cm over it, and
+// the error of unmarshalling or else of validating it.
+func loadSection(t *testing.T, cm *confmap.Conf, name string) (*Config, error) {
+	t.Helper()
+	sub, err := cm.Sub(name)
+	require.NoError(t, err)
+	cfg := defaultConfig()
+	if err := sub.Unmarshal(cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, confmap.Validate(cfg)
+}
+
+// wantConfig is the default config with testdataEndpoint, changed by edit.
+func wantConfig(edit func(c *Config)) *Config {
+	c := defaultConfig()
+	c.Endpoint = testdataEndpoint
+	edit(c)
+	return c
+}
+
+// wantRedis is wantConfig with Redis as the queue: no sending queue, at
+// least 4 connections, and the redis section edit makes of the default.
+func wantRedis(edit func(rc *RedisConfig)) *Config {
+	return wantConfig(func(c *Config) {
+		c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+		c.MaxConns = 4
+		rc := defaultRedisConfig()
+		edit(&rc)
+		c.Redis = configoptional.Some(rc)
+	})
+}
+
 func TestConfigStruct(t *testing.T) {
 	require.NoError(t, componenttest.CheckConfigStruct(createDefaultConfig()))
 }
 
 func TestDefaultConfigRoundTrip(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	require.NoError(t, confmap.New().Unmarshal(cfg))
 	assert.Equal(t, createDefaultConfig(), cfg)
 	assert.Equal(t, metadata.NewDefaultSendingQueueConfig(), cfg.QueueConfig)
@@ -44,16 +91,15 @@ func TestDefaultConfigRoundTrip(t *testing.T) {
 // five-minute outage), also when the user's retry_on_failure section sets
 // only other keys.
 func TestDefaultRetryNeverGivesUp(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	assert.True(t, cfg.RetryConfig.Enabled, "retry_on_failure is on by default")
 	assert.Zero(t, cfg.RetryConfig.MaxElapsedTime, "max_elapsed_time 0: never give up")
 	require.NoError(t, cfg.RetryConfig.Validate())
 
-	cfg = createDefaultConfig().(*Config)
-	require.NoError(t, confmap.NewFromStringMap(map[string]any{
-		"endpoint":         "postgres://otel@127.0.0.1:5432/telemetry",
+	cfg = unmarshalled(t, map[string]any{
+		"endpoint":         testdataEndpoint,
 		"retry_on_failure": map[string]any{"initial_interval": "1s"},
-	}).Unmarshal(cfg))
+	})
 	assert.Zero(t, cfg.RetryConfig.MaxElapsedTime)
 	assert.Equal(t, time.Second, cfg.RetryConfig.InitialInterval)
 	require.NoError(t, confmap.Validate(cfg))
@@ -99,7 +145,7 @@ func TestLoadConfig(t *testing.T) {
 					Multiplier:          1.5,
 					RandomizationFactor: 0.5,
 				},
-				Endpoint:        "postgres://otel@127.0.0.1:5432/telemetry",
+				Endpoint:        testdataEndpoint,
 				Schema:          "otel",
 				CreateSchema:    true,
 				Indexes:         true,
@@ -172,12 +218,7 @@ func TestLoadConfig(t *testing.T) {
 		},
 		{
 			id: component.NewIDWithName(metadata.Type, "redis"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
-				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
-				c.MaxConns = 4 // Redis is the queue: at least 4
-				rc := defaultRedisConfig()
+			want: wantRedis(func(rc *RedisConfig) {
 				rc.Endpoint = "redis://:pw@127.0.0.1:6379/2"
 				rc.KeyPrefix = "otel-prod"
 				rc.Workers = 3
@@ -186,32 +227,16 @@ func TestLoadConfig(t *testing.T) {
 				rc.ClaimAfter = 30 * time.Second
 				rc.MaxPendingBytes = 1 << 30
 				rc.Compression = compressionNone
-				c.Redis = configoptional.Some(rc)
-				return c
-			}(),
+			}),
 		},
 		{
 			// Redis alone starts: Redis is the queue.
-			id: component.NewIDWithName(metadata.Type, "redis_alone"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
-				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
-				c.MaxConns = 4 // Redis is the queue: at least 4
-				rc := defaultRedisConfig()
-				rc.Endpoint = "127.0.0.1:6379"
-				c.Redis = configoptional.Some(rc)
-				return c
-			}(),
+			id:   component.NewIDWithName(metadata.Type, "redis_alone"),
+			want: wantRedis(func(rc *RedisConfig) { rc.Endpoint = "127.0.0.1:6379" }),
 		},
 		{
 			id: component.NewIDWithName(metadata.Type, "redis_sentinel"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
-				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
-				c.MaxConns = 4
-				rc := defaultRedisConfig()
+			want: wantRedis(func(rc *RedisConfig) {
 				rc.Sentinel = configoptional.Some(RedisSentinelConfig{
 					MasterName: "otel", Endpoints: []string{"sentinel-0:26379", "sentinel-1:26379"},
 					Username: "watcher", Password: "sentinel-pw",
@@ -219,71 +244,50 @@ func TestLoadConfig(t *testing.T) {
 				rc.Password = "data-pw"
 				rc.MinReplicas = 1
 				rc.RequireDurability = "replicated"
-				c.Redis = configoptional.Some(rc)
-				return c
-			}(),
+			}),
 		},
 		{
 			id: component.NewIDWithName(metadata.Type, "redis_cluster"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
-				c.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
-				c.MaxConns = 4
-				rc := defaultRedisConfig()
+			want: wantRedis(func(rc *RedisConfig) {
 				rc.Cluster = configoptional.Some(RedisClusterConfig{Endpoints: []string{"redis-0:6379", "redis-1:6379"}})
 				rc.Shards = 6
-				c.Redis = configoptional.Some(rc)
-				return c
-			}(),
+			}),
 		},
 		{
 			// A queue the user wrote, waiting for the result, stays.
 			id: component.NewIDWithName(metadata.Type, "redis_queue"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+			want: wantConfig(func(c *Config) {
 				c.QueueConfig.Get().WaitForResult = true
 				rc := defaultRedisConfig()
 				rc.Endpoint = "127.0.0.1:6379"
 				c.Redis = configoptional.Some(rc)
-				return c
-			}(),
+			}),
 		},
 		{
 			// The default batch (2,000 to 5,000 items) shrinks to the queue.
 			id: component.NewIDWithName(metadata.Type, "small_queue"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+			want: wantConfig(func(c *Config) {
 				q := c.QueueConfig.Get()
 				q.QueueSize = 1000
 				q.Batch.Get().MinSize = 500
 				q.Batch.Get().MaxSize = 1000
-				return c
-			}(),
+			}),
 		},
 		{
 			// A max_size the user set is kept; min_size fits under both.
 			id: component.NewIDWithName(metadata.Type, "small_queue_max"),
-			want: func() *Config {
-				c := createDefaultConfig().(*Config)
-				c.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
+			want: wantConfig(func(c *Config) {
 				q := c.QueueConfig.Get()
 				q.QueueSize = 1000
 				q.Batch.Get().MinSize = 300
 				q.Batch.Get().MaxSize = 300
-				return c
-			}(),
+			}),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id.String(), func(t *testing.T) {
-			cfg := createDefaultConfig().(*Config)
-			sub, err := cm.Sub(tt.id.String())
+			cfg, err := loadSection(t, cm, tt.id.String())
 			require.NoError(t, err)
-			require.NoError(t, sub.Unmarshal(cfg))
-			require.NoError(t, confmap.Validate(cfg))
 			assert.Equal(t, tt.want, cfg)
 		})
 	}
@@ -343,13 +347,7 @@ func TestInvalidConfigs(t *testing.T) {
 	require.ElementsMatch(t, entries, slices.Collect(maps.Keys(want)))
 	for name, msg := range want {
 		t.Run(name, func(t *testing.T) {
-			sub, err := cm.Sub(name)
-			require.NoError(t, err)
-			cfg := createDefaultConfig().(*Config)
-			err = sub.Unmarshal(cfg)
-			if err == nil {
-				err = confmap.Validate(cfg)
-			}
+			_, err := loadSection(t, cm, name)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), msg)
 		})
@@ -357,7 +355,7 @@ func TestInvalidConfigs(t *testing.T) {
 }
 
 func TestMalformedEndpointErrorHidesPassword(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	for _, endpoint := range []string{
 		"postgres://u:hunter2@host:notaport/db",
 		// pgconn's own masking leaves the part after a raw '@' visible.
@@ -375,7 +373,7 @@ func TestMalformedEndpointErrorHidesPassword(t *testing.T) {
 // TestPromoteReplacesPresetColumn: a promote entry named like a preset column
 // takes its place (same position, the user's keys), not a second column.
 func TestPromoteReplacesPresetColumn(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	cfg.Promote = []PromoteConfig{{Column: "gen_ai_cost_usd", Type: "double precision", From: []string{"span:acme.cost"}}}
 	cols, err := cfg.promotedColumns()
 	require.NoError(t, err)
@@ -395,7 +393,7 @@ func TestPromoteReplacesPresetColumn(t *testing.T) {
 // queue's num_consumers × 3 signals, at least 4, from the queue the config
 // ends up with; a value the user wrote is kept.
 func TestMaxConnsDefaultIsConcrete(t *testing.T) {
-	assert.EqualValues(t, 6, createDefaultConfig().(*Config).MaxConns, "2 consumers × 3 signals")
+	assert.EqualValues(t, 6, defaultConfig().MaxConns, "2 consumers × 3 signals")
 	for _, tc := range []struct {
 		name string
 		raw  map[string]any
@@ -406,9 +404,8 @@ func TestMaxConnsDefaultIsConcrete(t *testing.T) {
 		{"written", map[string]any{"max_conns": 9, "sending_queue": map[string]any{"num_consumers": 20}}, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := createDefaultConfig().(*Config)
 			tc.raw["endpoint"] = "postgres://otel@127.0.0.1/db"
-			require.NoError(t, confmap.NewFromStringMap(tc.raw).Unmarshal(cfg))
+			cfg := unmarshalled(t, tc.raw)
 			assert.Equal(t, tc.want, cfg.MaxConns)
 		})
 	}
@@ -431,9 +428,7 @@ func TestWaitForResultFollowsTheQueue(t *testing.T) {
 		{"storage, waiting", map[string]any{"storage": "file_storage", "wait_for_result": true}, true, "wait_for_result"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := createDefaultConfig().(*Config)
-			raw := map[string]any{"endpoint": "postgres://otel@127.0.0.1/db", "sending_queue": tc.queue}
-			require.NoError(t, confmap.NewFromStringMap(raw).Unmarshal(cfg))
+			cfg := unmarshalled(t, map[string]any{"endpoint": "postgres://otel@127.0.0.1/db", "sending_queue": tc.queue})
 			assert.Equal(t, tc.want, cfg.QueueConfig.Get().WaitForResult)
 			err := confmap.Validate(cfg)
 			if tc.invalid == "" {

@@ -25,7 +25,7 @@ import (
 func testConfig(t *testing.T) (*Config, string) {
 	pool := pgtest.Pool(t)
 	schemaName := pgtest.Schema(t, pool)
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	cfg.Endpoint = configopaque.String(pgtest.URL())
 	cfg.Schema = schemaName
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()

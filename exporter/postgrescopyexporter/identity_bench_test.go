@@ -25,7 +25,7 @@ func BenchmarkDirectPushParts(b *testing.B) {
 	for _, parts := range []int{1, 10, 100, 500} {
 		b.Run(fmt.Sprintf("parts=%d", parts), func(b *testing.B) {
 			pool := pgtest.Pool(b)
-			cfg := createDefaultConfig().(*Config)
+			cfg := defaultConfig()
 			cfg.Endpoint = configopaque.String(pgtest.URL())
 			cfg.Schema = pgtest.Schema(b, pool)
 			cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()

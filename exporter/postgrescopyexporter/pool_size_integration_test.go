@@ -59,7 +59,7 @@ func smallPool(t *testing.T, mode string, conns int32) {
 	cfg.Pricing.ReloadInterval = time.Second // the watcher competes with the writes
 	switch mode {
 	case "queue":
-		cfg.QueueConfig = createDefaultConfig().(*Config).QueueConfig
+		cfg.QueueConfig = defaultConfig().QueueConfig
 	case "redis":
 		_, prefix := testRedis(t)
 		withRedis(cfg, prefix, "small-pool")

@@ -246,7 +246,7 @@ func TestRedisDeadConsumerEntriesAreClaimedWithoutDuplicates(t *testing.T) {
 // tlsExporterConfig points a Redis-mode config at a throwaway server that a
 // test may stop and start.
 func tlsExporterConfig(t *testing.T, srv *pgtest.TLSServer, prefix string) *Config {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	cfg.Endpoint = configopaque.String(srv.URL("verify-full") + "&connect_timeout=2")
 	cfg.Password = configopaque.String(srv.Password)
 	cfg.Schema = "otel"

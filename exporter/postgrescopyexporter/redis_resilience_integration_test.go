@@ -23,6 +23,8 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/entry"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
 // startObservedTraces is startTraces with the exporter's logs observed.
@@ -68,9 +70,9 @@ func shortStats(t *testing.T) {
 func TestRedisRestartedEmptyRecoversAndReportsTheLoss(t *testing.T) {
 	shortStats(t)
 	srv := pgtest.StartTLSServer(t)
-	rs := startRedisServer(t, "")
+	rs := redistest.Start(t, "")
 	cfg := tlsExporterConfig(t, srv, "pgct-lost")
-	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 	te, tel, logs := startObservedTraces(t, cfg)
 	ctx := context.Background()
 	pool := srv.Pool(t)
@@ -93,8 +95,8 @@ func TestRedisRestartedEmptyRecoversAndReportsTheLoss(t *testing.T) {
 	require.Eventually(t, func() bool { return gaugeWhere(tel, "otelcol_postgrescopy_redis_stream_entries", "traces") == 4 },
 		10*time.Second, 50*time.Millisecond, "the backlog shows before the loss")
 
-	rs.kill(t)
-	rs.start(t)
+	rs.Kill()
+	redistest.Restart(t, rs)
 	// Requests acknowledged after the restart must all be written. The
 	// first calls after the restart may meet a dead pooled connection.
 	for i := 0; i < 6; {
@@ -153,16 +155,16 @@ func TestRedisIdenticalRequestsAreTwoRequests(t *testing.T) {
 // TestRedisWrongPasswordFailsStart: the start refuses with the fix, and the
 // password is nowhere in the error.
 func TestRedisWrongPasswordFailsStart(t *testing.T) {
-	rs := startRedisServer(t, "right-secret-1")
+	rs := redistest.Start(t, "right-secret-1")
 	cfg, _ := testConfig(t)
 	cfg = withRedis(cfg, "pgct-auth", "auth")
-	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 	cfg.Redis.Get().Password = "wrong-secret-2"
 	te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	err = te.Start(context.Background(), componenttest.NewNopHost())
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), rs.addr())
+	assert.Contains(t, err.Error(), rs.Addr())
 	assert.Contains(t, err.Error(), "redis::password")
 	assert.Contains(t, err.Error(), "WRONGPASS")
 	assert.NotContains(t, err.Error(), "wrong-secret-2")
@@ -173,14 +175,14 @@ func TestRedisWrongPasswordFailsStart(t *testing.T) {
 // TestRedisMissingPermissionFailsStart: an ACL user that may not XADD is
 // refused at start, naming the command.
 func TestRedisMissingPermissionFailsStart(t *testing.T) {
-	rs := startRedisServer(t, "")
-	admin := rs.client(t)
+	rs := redistest.Start(t, "")
+	admin := redistest.Client(t, rs)
 	ctx := context.Background()
 	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "noxadd", "on", ">noxadd-pw", "~*", "&*", "+@all", "-xadd").Err())
 	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", "noxadd") })
 	cfg, _ := testConfig(t)
 	cfg = withRedis(cfg, "pgct-acl", "acl")
-	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 	cfg.Redis.Get().Username = "noxadd"
 	cfg.Redis.Get().Password = "noxadd-pw"
 	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
@@ -205,7 +207,7 @@ func TestRedisMissingPermissionFailsStart(t *testing.T) {
 func TestRedisUnreachableAtStartIsLoggedOnceThroughZap(t *testing.T) {
 	cfg, _ := testConfig(t)
 	cfg = withRedis(cfg, "pgct-down", "down")
-	cfg.Redis.Get().Endpoint = configopaque.String(freeAddr(t))
+	cfg.Redis.Get().Endpoint = configopaque.String(ports.AddrT(t))
 	cfg.Redis.Get().Workers = 2
 	_, _, logs := startObservedTraces(t, cfg)
 	require.Eventually(t, func() bool {
@@ -272,15 +274,15 @@ func TestRedisDurabilityIsSaidAtStart(t *testing.T) {
 		{"aof always", "always", zapcore.InfoLevel, "aof_always"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := startRedisServer(t, "")
+			rs := redistest.Start(t, "")
 			if tc.fsync != "" {
-				rdb := rs.client(t)
+				rdb := redistest.Client(t, rs)
 				require.NoError(t, rdb.ConfigSet(context.Background(), "appendonly", "yes").Err())
 				require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", tc.fsync).Err())
 			}
 			cfg, _ := testConfig(t)
 			cfg = withRedis(cfg, "pgct-durability", "d")
-			cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+			cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 			_, _, logs := startObservedTraces(t, cfg)
 			said := logs.FilterMessageSnippet("Redis persistence").All()
 			require.Len(t, said, 1)
@@ -310,16 +312,16 @@ func durabilityGauge(tel *componenttest.Telemetry) (int64, string) {
 // gauge and re-read while running: turning AOF on is seen and logged.
 func TestRedisDurabilityGaugeFollowsTheServer(t *testing.T) {
 	shortStats(t)
-	rs := startRedisServer(t, "")
+	rs := redistest.Start(t, "")
 	cfg, _ := testConfig(t)
 	cfg = withRedis(cfg, "pgct-durgauge", "d")
-	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 	_, tel, logs := startObservedTraces(t, cfg)
 	v, name := durabilityGauge(tel)
 	assert.Equal(t, int64(coord.DurabilityVolatile), v)
 	assert.Equal(t, "volatile", name)
 
-	rdb := rs.client(t)
+	rdb := redistest.Client(t, rs)
 	require.NoError(t, rdb.ConfigSet(context.Background(), "appendonly", "yes").Err())
 	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err())
 	require.Eventually(t, func() bool {
@@ -338,11 +340,11 @@ func TestRedisDurabilityGaugeFollowsTheServer(t *testing.T) {
 // redis::require_durability the collector does not start on a Redis that
 // offers less, and says what it offers and how to fix it.
 func TestRedisRequireDurabilityRefusesAWeakerRedis(t *testing.T) {
-	rs := startRedisServer(t, "")
+	rs := redistest.Start(t, "")
 	start := func(level string) error {
 		cfg, _ := testConfig(t)
 		cfg = withRedis(cfg, "pgct-durreq", "d")
-		cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+		cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 		cfg.Redis.Get().RequireDurability = level
 		te, err := NewFactory().CreateTraces(context.Background(), exportertest.NewNopSettings(metadata.Type), cfg)
 		require.NoError(t, err)
@@ -353,13 +355,13 @@ func TestRedisRequireDurabilityRefusesAWeakerRedis(t *testing.T) {
 	err := start("aof_everysec")
 	require.Error(t, err)
 	t.Log(err)
-	for _, want := range []string{"redis::require_durability", `"aof_everysec"`, `"volatile"`, "appendonly yes", rs.addr()} {
+	for _, want := range []string{"redis::require_durability", `"aof_everysec"`, `"volatile"`, "appendonly yes", rs.Addr()} {
 		assert.Contains(t, err.Error(), want)
 	}
 	assert.NoError(t, start("none"))
 	assert.NoError(t, start(""))
 
-	rdb := rs.client(t)
+	rdb := redistest.Client(t, rs)
 	require.NoError(t, rdb.ConfigSet(context.Background(), "appendonly", "yes").Err())
 	require.NoError(t, rdb.ConfigSet(context.Background(), "appendfsync", "everysec").Err())
 	assert.NoError(t, start("aof_everysec"))
@@ -378,14 +380,14 @@ func TestRedisRequireDurabilityRefusesAWeakerRedis(t *testing.T) {
 // gone Consume returns a retryable error naming the key, never nil.
 func TestRedisMinReplicasMustConfirm(t *testing.T) {
 	shortStats(t)
-	primary := startRedisServer(t, "")
+	primary := redistest.Start(t, "")
 	var schema string
 	config := func(level string) *Config {
 		var cfg *Config
 		cfg, schema = testConfig(t)
 		cfg = withRedis(cfg, "pgct-minrepl", "d")
 		rc := cfg.Redis.Get()
-		rc.Endpoint = configopaque.String(primary.addr())
+		rc.Endpoint = configopaque.String(primary.Addr())
 		rc.MinReplicas = 1
 		// Generous: on a loaded machine a replica online for a moment can
 		// take longer than a fraction of a second to confirm (seen at 300ms);
@@ -404,7 +406,7 @@ func TestRedisMinReplicasMustConfirm(t *testing.T) {
 	assert.Contains(t, err.Error(), `offers "volatile"`)
 	assert.Contains(t, err.Error(), "redis::min_replicas")
 
-	replica := startRedisReplica(t, primary)
+	replica := redistest.StartReplica(t, primary, "")
 	te, tel, logs := startObservedTraces(t, config("replicated"))
 	said := logs.FilterMessageSnippet("Redis persistence").All()
 	require.Len(t, said, 1)
@@ -417,7 +419,7 @@ func TestRedisMinReplicasMustConfirm(t *testing.T) {
 	require.Eventually(t, func() bool { return pgtest.Count(t, pool, schema, "spans") == 3 },
 		10*time.Second, 20*time.Millisecond, "the acknowledged request must be written")
 
-	replica.kill(t)
+	replica.Kill()
 	err = te.ConsumeTraces(ctx, makeTraces(3, "unreplicated"))
 	require.Error(t, err)
 	t.Log(err)

@@ -22,8 +22,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
 // secretSpecials are the characters that mean something in a URL or a
@@ -173,7 +174,7 @@ func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 		for _, form := range pgEndpoints(srv) {
 			t.Run(fmt.Sprintf("%d/%s", i, form.name), func(t *testing.T) {
 				configFor := func(pw string, port int) *Config {
-					cfg := createDefaultConfig().(*Config)
+					cfg := defaultConfig()
 					cfg.Schema = "secrets_absent" // create_schema false: Start proves the login, then fails
 					cfg.CreateSchema = false
 					cfg.RetryConfig.Enabled = false
@@ -279,7 +280,7 @@ func startWaiting(t *testing.T, cfg *Config, set exporter.Settings, pw string) e
 func TestRedisSecretsNeverInErrorsOrLogs(t *testing.T) {
 	base, _ := testConfig(t) // one schema for every subtest: migrated once
 	addrs := map[string]string{
-		"rejecting":   startRedisServer(t, "Yy0Other-requirepass").addr(),
+		"rejecting":   redistest.Start(t, "Yy0Other-requirepass").Addr(),
 		"unreachable": fmt.Sprintf("127.0.0.1:%d", closedPort(t)),
 	}
 	forms := []struct {
@@ -402,7 +403,7 @@ func TestEndpointErrorsQuoteNothing(t *testing.T) {
 		{"postgres://pwuser:Lu1Qe Zg5Hc@127.0.0.1:25432/postgres", "%20"},
 		{"host=127.0.0.1 user=pwuser password=Lu1Qe Zg5Hc dbname=postgres", "quote"},
 	} {
-		cfg := createDefaultConfig().(*Config)
+		cfg := defaultConfig()
 		cfg.Endpoint = configopaque.String(c.endpoint)
 		err := cfg.Validate()
 		require.Error(t, err, c.endpoint)
@@ -415,7 +416,7 @@ func TestEndpointErrorsQuoteNothing(t *testing.T) {
 
 // closedPort is a loopback port nothing listens on.
 func closedPort(t *testing.T) int {
-	p, err := pglocal.FreePort()
+	p, err := ports.One()
 	require.NoError(t, err)
 	return p
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
 
@@ -101,11 +102,11 @@ func TestStopDuringOutageLosesNothingAcknowledged(t *testing.T) {
 		t.Run(outage, func(t *testing.T) {
 			cfg, schemaName := testConfig(t)
 			// The defaults, as a user's first config gets them.
-			def := createDefaultConfig().(*Config)
+			def := defaultConfig()
 			cfg.QueueConfig, cfg.RetryConfig = def.QueueConfig, def.RetryConfig
 			u, err := url.Parse(pgtest.URL())
 			require.NoError(t, err)
-			addr := freeAddr(t)
+			addr := ports.AddrT(t)
 			proxy := tcpproxy.Start(t, addr, u.Host)
 			cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
 
@@ -182,7 +183,7 @@ func TestDeliveryIsSaidAtStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, _ := testConfig(t)
-			cfg.QueueConfig = createDefaultConfig().(*Config).QueueConfig
+			cfg.QueueConfig = defaultConfig().QueueConfig
 			tc.edit(cfg)
 			_, _, logs := startObservedTraces(t, cfg)
 			said := logs.FilterMessageSnippet("direct mode").All()
@@ -198,7 +199,7 @@ func TestDeliveryIsSaidAtStart(t *testing.T) {
 // start writes every acknowledged span once.
 func TestStopDuringOutageKeepsThePersistentQueue(t *testing.T) {
 	cfg, schemaName := testConfig(t)
-	def := createDefaultConfig().(*Config)
+	def := defaultConfig()
 	cfg.QueueConfig, cfg.RetryConfig = def.QueueConfig, def.RetryConfig
 	storageID := component.MustNewID("memstorage")
 	host := storageHost{ext: map[component.ID]component.Component{storageID: &memStorage{kv: map[string][]byte{}}}}
@@ -206,7 +207,7 @@ func TestStopDuringOutageKeepsThePersistentQueue(t *testing.T) {
 	cfg.QueueConfig.Get().WaitForResult = false
 	u, err := url.Parse(pgtest.URL())
 	require.NoError(t, err)
-	addr := freeAddr(t)
+	addr := ports.AddrT(t)
 	proxy := tcpproxy.Start(t, addr, u.Host)
 	cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
 
@@ -271,12 +272,12 @@ func ackedStoredOnce(t *testing.T, schemaName string, ids map[uint64]bool) int {
 // one per attempt.
 func TestWriteOutageIsWarnedOnceAndItsEndSaid(t *testing.T) {
 	cfg, _ := testConfig(t)
-	def := createDefaultConfig().(*Config)
+	def := defaultConfig()
 	cfg.QueueConfig, cfg.RetryConfig = def.QueueConfig, def.RetryConfig
 	cfg.RetryConfig.InitialInterval = 100 * time.Millisecond
 	u, err := url.Parse(pgtest.URL())
 	require.NoError(t, err)
-	addr := freeAddr(t)
+	addr := ports.AddrT(t)
 	proxy := tcpproxy.Start(t, addr, u.Host)
 	cfg.Endpoint = configopaque.String("postgres://postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=2")
 	ctx := context.Background()

@@ -62,7 +62,7 @@ func TestSharedClientTelemetryHasNoSignal(t *testing.T) {
 		zap.String("otelcol.component.id", "postgrescopy"), zap.String(signalKey, "traces")))
 	set.MeterProvider = injectingMeterProvider{MeterProvider: noop.NewMeterProvider(), dropped: &dropped}
 
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	s, err := acquireClient(cfg, set)
 	require.NoError(t, err)
 	defer func() { _ = s.Shutdown(context.Background()) }()

@@ -149,7 +149,7 @@ func TestTLS(t *testing.T) {
 // tlsTestConfig is a direct-write config (no queue, no retry, so pushes are
 // synchronous) into a fresh schema of the TLS server.
 func tlsTestConfig(t *testing.T, pool *pgxpool.Pool, endpoint string) *Config {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	cfg.Endpoint = configopaque.String(endpoint)
 	cfg.Schema = pgtest.Schema(t, pool)
 	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()

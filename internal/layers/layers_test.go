@@ -55,7 +55,21 @@ var notImported = map[string][]string{
 }
 
 // testOnly are packages for tests, the bench and the soak alone.
-var testOnly = []string{"internal/testenv/pgtest", "internal/testenv/pgbouncer", "internal/testenv/pglocal", "internal/testenv/tcpproxy", "internal/testenv/redistest", "internal/rows/rowstest", "internal/docscheck"}
+var testOnly = []string{"internal/testenv/pgtest", "internal/testenv/pgbouncer", "internal/testenv/pglocal", "internal/testenv/tcpproxy", "internal/testenv/redistest", "internal/testenv/redisserver", "internal/testenv/ports", "internal/rows/rowstest", "internal/docscheck"}
+
+// testEnv lists, for each package of internal/testenv, the module's packages
+// it may import: ports at the bottom, the servers the bench and the soak
+// run too (redisserver, pgbouncer) above it, the testing.T wrappers
+// (pgtest, redistest) on top, and no product package anywhere.
+var testEnv = map[string][]string{
+	"internal/testenv/ports":       {},
+	"internal/testenv/pglocal":     {},
+	"internal/testenv/tcpproxy":    {},
+	"internal/testenv/redisserver": {"internal/testenv/ports"},
+	"internal/testenv/pgbouncer":   {"internal/testenv/ports"},
+	"internal/testenv/pgtest":      {"internal/testenv/pglocal", "internal/testenv/pgbouncer", "internal/testenv/ports"},
+	"internal/testenv/redistest":   {"internal/testenv/pgtest", "internal/testenv/redisserver"},
+}
 
 type pkg struct {
 	imports, deps []string
@@ -124,6 +138,25 @@ func TestImportGraph(t *testing.T) {
 	for name := range allowed {
 		if _, ok := pkgs[name]; !ok {
 			t.Errorf("%s is in the allowed graph but not in the module", name)
+		}
+	}
+}
+
+func TestTestEnvGraph(t *testing.T) {
+	pkgs := list(t)
+	for name, p := range pkgs {
+		if !strings.HasPrefix(name, "internal/testenv/") {
+			continue
+		}
+		want, ok := testEnv[name]
+		if !ok {
+			t.Errorf("%s is not in the testenv graph: add it where it belongs", name)
+			continue
+		}
+		for _, imp := range p.imports {
+			if own, ok := strings.CutPrefix(imp, module); ok && !slices.Contains(want, own) {
+				t.Errorf("%s imports %s, which is not below it", name, own)
+			}
 		}
 	}
 }

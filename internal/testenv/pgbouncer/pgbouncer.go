@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
 // Options configure a PgBouncer.
@@ -77,7 +77,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := pglocal.FreePort()
+	port, err := ports.One()
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,5 @@
 // Package pglocal holds what the tests and the bench need to run throwaway
 // local PostgreSQL servers and poolers: finding the server binaries, handing
 // files to the postgres OS user (initdb, postgres and pgbouncer refuse to run
-// as root), and picking free loopback ports.
+// as root).
 package pglocal

@@ -2,7 +2,6 @@ package pglocal
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,15 +49,4 @@ func ChownTree(path string, uid, gid string) error {
 		}
 		return os.Lchown(p, u, g)
 	})
-}
-
-// FreePort asks the kernel for an unused loopback port. Another process may
-// take it before the caller binds it: callers retry on a bind failure.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pglocal"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
 // TLSServer is a throwaway PostgreSQL cluster that accepts only TLS
@@ -168,7 +169,7 @@ func StartTLSServer(t testing.TB) *TLSServer {
 	// The free port is found by binding and releasing it, so another process
 	// may take it before postgres does: retry with a new port.
 	for attempt := 1; ; attempt++ {
-		s.Port, err = pglocal.FreePort()
+		s.Port, err = ports.One()
 		if err != nil {
 			t.Fatalf("pgtest: %v", err)
 		}

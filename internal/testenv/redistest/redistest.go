@@ -1,7 +1,8 @@
 // Package redistest gives tests the Redis named by POSTGRESCOPY_TEST_REDIS
 // (default: the local one on 127.0.0.1:6379): host:port, or a redis:// or
 // rediss:// URL with a user name, a password and a database, as
-// scripts/services.sh accepts it.
+// scripts/services.sh accepts it; and throwaway servers of the test's own
+// (servers.go), which a test may kill, restart or reconfigure.
 package redistest // import "github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 
 import (

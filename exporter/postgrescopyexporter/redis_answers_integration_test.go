@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
 // TestRedisSentinelUnknownMasterStartsAndSaysWhy: a sentinel that does not
@@ -26,7 +27,7 @@ import (
 func TestRedisSentinelUnknownMasterStartsAndSaysWhy(t *testing.T) {
 	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
-	primary := startRedisServer(t, "")
+	primary := redistest.Start(t, "")
 	sentinels := startSentinels(t, primary, 0, 1, "")
 	cfg, _ := sentinelConfig(t, primary, sentinels, "", 0)
 	cfg.Redis.Get().Sentinel.Get().MasterName = "typo"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
 const secret = "SECRETPW"
@@ -86,7 +87,7 @@ func TestRunLogHasNoPassword(t *testing.T) {
 		// is sent but not needed.
 		u.User = url.UserPassword(u.User.Username(), secret)
 	}
-	down := freePorts(t, 1)[0] // closed again: connections are refused
+	down := ports.FreeT(t, 1)[0] // closed again: connections are refused
 	downURL := "postgres://postgres:" + secret + "@127.0.0.1:" + strconv.Itoa(down) + "/postgres?sslmode=disable&connect_timeout=2"
 	downExp := pgExporter(downURL, schema+"_down")
 	// Give up quickly on the unreachable server so shutdown is not delayed.

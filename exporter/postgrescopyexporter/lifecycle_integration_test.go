@@ -2,7 +2,6 @@ package postgrescopyexporter
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/request"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
 
@@ -93,17 +93,9 @@ func TestCreateSchemaFalseNamesWhatIsMissing(t *testing.T) {
 	require.NoError(t, te.Shutdown(ctx))
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 func TestDatabaseDownAtStartIsWaitedFor(t *testing.T) {
 	cfg, schemaName := testConfig(t)
-	addr := freeAddr(t)
+	addr := ports.AddrT(t)
 	// The proxy leads to the test server, wherever POSTGRESCOPY_TEST_URL puts it.
 	u, err := url.Parse(pgtest.URL())
 	require.NoError(t, err)

@@ -3,9 +3,6 @@ package postgrescopyexporter
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,56 +21,22 @@ import (
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter/internal/metadata"
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/tcpproxy"
 )
 
 // sentinelMaster is the name the test sentinels monitor the primary under.
 const sentinelMaster = "pgct"
 
-// startSentinels starts n throwaway sentinels (redis-server --sentinel, the
-// binary Debian's redis-sentinel package links to) monitoring primary with a
+// startSentinels starts n throwaway sentinels monitoring primary with a
 // quorum of a majority, failing over after 1s of silence, and waits until
 // each knows the replicas and the other sentinels. password, when set, is
-// the sentinels' own (requirepass); the data nodes' is primary's.
-func startSentinels(t *testing.T, primary *redisServer, replicas, n int, password string) []string {
+// the sentinels' own; the data nodes' is primary's.
+func startSentinels(t *testing.T, primary *redisserver.Server, replicas, n int, password string) []string {
 	t.Helper()
-	var addrs []string
-	for i := range n {
-		addr := freeAddr(t)
-		port := addr[strings.LastIndexByte(addr, ':')+1:]
-		dir := t.TempDir()
-		conf := []string{
-			"port " + port, "bind 127.0.0.1", "daemonize no", "protected-mode no", "dir " + dir, `logfile ""`,
-			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", sentinelMaster, primary.port, n/2+1),
-			fmt.Sprintf("sentinel down-after-milliseconds %s 1000", sentinelMaster),
-			fmt.Sprintf("sentinel failover-timeout %s 10000", sentinelMaster),
-		}
-		if primary.password != "" {
-			conf = append(conf, fmt.Sprintf("sentinel auth-pass %s %s", sentinelMaster, primary.password))
-		}
-		if password != "" {
-			conf = append(conf, "requirepass "+password, "sentinel sentinel-pass "+password)
-		}
-		file := filepath.Join(dir, "sentinel.conf")
-		require.NoError(t, os.WriteFile(file, []byte(strings.Join(conf, "\n")+"\n"), 0o600))
-		cmd := exec.Command("redis-server", file, "--sentinel")
-		require.NoError(t, cmd.Start(), "sentinel %d", i)
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		addrs = append(addrs, addr)
-	}
-	for _, addr := range addrs {
-		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Password: password})
-		t.Cleanup(func() { sc.Close() })
-		require.Eventually(t, func() bool {
-			reps, err1 := sc.Replicas(context.Background(), sentinelMaster).Result()
-			sens, err2 := sc.Sentinels(context.Background(), sentinelMaster).Result()
-			return err1 == nil && err2 == nil && len(reps) == replicas && len(sens) == n-1
-		}, 30*time.Second, 100*time.Millisecond, "sentinel %s does not see the replicas and the other sentinels", addr)
-	}
-	return addrs
+	return redistest.StartSentinels(t, primary, n, redisserver.SentinelOptions{Master: sentinelMaster,
+		DownAfter: time.Second, FailoverTimeout: 10 * time.Second, Password: password, Replicas: replicas})
 }
 
 // sentinelPrimary is the primary's address as the first sentinel sees it.
@@ -88,12 +51,12 @@ func sentinelPrimary(t *testing.T, sentinel, password string) string {
 }
 
 // sentinelConfig reaches primary's deployment through sentinels.
-func sentinelConfig(t *testing.T, primary *redisServer, sentinels []string, sentinelPassword string, minReplicas int) (*Config, string) {
+func sentinelConfig(t *testing.T, primary *redisserver.Server, sentinels []string, sentinelPassword string, minReplicas int) (*Config, string) {
 	cfg, schemaName := testConfig(t)
 	cfg = withRedis(cfg, "pgct-sentinel", "")
 	rc := cfg.Redis.Get()
 	rc.Endpoint = ""
-	rc.Password = configopaque.String(primary.password)
+	rc.Password = configopaque.String(primary.Password)
 	rc.Sentinel = configoptional.Some(RedisSentinelConfig{
 		MasterName: sentinelMaster, Endpoints: sentinels, Password: configopaque.String(sentinelPassword),
 	})
@@ -122,10 +85,9 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 	pool := pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
 	shortStats(t)
 	const dataPassword, sentinelPassword = "data-secret", "sentinel-secret"
-	primary := startRedisServer(t, dataPassword)
-	primary.extra = []string{"--masterauth", dataPassword}
-	link := tcpproxy.Start(t, "127.0.0.1:0", primary.addr())
-	replica := startRedisReplicaVia(t, primary, link.Addr())
+	primary := redistest.Start(t, dataPassword)
+	link := tcpproxy.Start(t, "127.0.0.1:0", primary.Addr())
+	replica := redistest.StartReplica(t, primary, link.Addr())
 	sentinels := startSentinels(t, primary, 1, 3, sentinelPassword)
 	cfg, schemaName := sentinelConfig(t, primary, sentinels, sentinelPassword, minReplicas)
 	te, tel, logs := startObservedTraces(t, cfg)
@@ -151,18 +113,18 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 		require.NoError(t, err)
 		link.Stall()
 		time.Sleep(partition)
-		primary.kill(t)
+		primary.Kill()
 		require.NoError(t, hold.Rollback(context.Background()))
 	} else {
-		primary.kill(t)
+		primary.Kill()
 	}
 	killed := time.Now()
-	require.Eventually(t, func() bool { return sentinelPrimary(t, sentinels[0], sentinelPassword) == replica.addr() },
+	require.Eventually(t, func() bool { return sentinelPrimary(t, sentinels[0], sentinelPassword) == replica.Addr() },
 		30*time.Second, 100*time.Millisecond, "the sentinels do not promote the replica")
-	t.Logf("sentinels promoted %s %s after the kill", replica.addr(), time.Since(killed).Round(100*time.Millisecond))
+	t.Logf("sentinels promoted %s %s after the kill", replica.Addr(), time.Since(killed).Round(100*time.Millisecond))
 	// Back empty; the sentinels turn it into a replica of the new primary.
-	primary.start(t)
-	newPrimary := replica.client(t)
+	redistest.Restart(t, primary)
+	newPrimary := redistest.Client(t, replica)
 	replicated := func() bool {
 		info, err := newPrimary.Info(context.Background(), "replication").Result()
 		return err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
@@ -178,8 +140,8 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !replicated() {
-		t.Logf("the sentinels did not make the old primary a replica within 60s: REPLICAOF %s by hand", replica.addr())
-		require.NoError(t, primary.client(t).Do(context.Background(), "REPLICAOF", "127.0.0.1", strconv.Itoa(replica.port)).Err())
+		t.Logf("the sentinels did not make the old primary a replica within 60s: REPLICAOF %s by hand", replica.Addr())
+		require.NoError(t, redistest.Client(t, primary).Do(context.Background(), "REPLICAOF", "127.0.0.1", strconv.Itoa(replica.Port)).Err())
 	}
 	require.Eventually(t, replicated, 60*time.Second, 100*time.Millisecond, "the old primary does not become a replica of the new one")
 	resumed := time.Now()
@@ -262,8 +224,8 @@ const failoverLag = 1500 * time.Millisecond
 // refuses the start without showing it.
 func TestRedisSentinelStartsWithTheSentinelsPrimary(t *testing.T) {
 	pgtest.Pool(t) // skips (-short, no PostgreSQL) before any server starts
-	primary := startRedisServer(t, "")
-	startRedisReplica(t, primary)
+	primary := redistest.Start(t, "")
+	redistest.StartReplica(t, primary, "")
 	sentinels := startSentinels(t, primary, 1, 1, "right-secret")
 	cfg, _ := sentinelConfig(t, primary, sentinels, "right-secret", 1)
 	cfg.Redis.Get().RequireDurability = "replicated"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
 // TestRedisDeletedStreamLossIsCounted: 1,000 requests acknowledged and
@@ -22,9 +23,9 @@ import (
 func TestRedisDeletedStreamLossIsCounted(t *testing.T) {
 	shortStats(t)
 	srv := pgtest.StartTLSServer(t)
-	rs := startRedisServer(t, "")
+	rs := redistest.Start(t, "")
 	cfg := tlsExporterConfig(t, srv, "pgct-del")
-	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 	te, tel, logs := startObservedTraces(t, cfg)
 	ctx := context.Background()
 	pool := srv.Pool(t)
@@ -45,7 +46,7 @@ func TestRedisDeletedStreamLossIsCounted(t *testing.T) {
 	srv.Stop(t)
 	send(1000)
 	keys := coord.KeysFor("pgct-del", "traces")
-	admin := rs.client(t)
+	admin := redistest.Client(t, rs)
 	require.Eventually(t, func() bool { return gaugeWhere(tel, "otelcol_postgrescopy_redis_stream_entries", "traces") == 1000 },
 		10*time.Second, 20*time.Millisecond, "the backlog shows before the loss")
 	require.NoError(t, admin.Del(ctx, keys.Stream).Err())

@@ -3,7 +3,6 @@ package postgrescopyexporter
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -17,112 +16,31 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
-// redisCluster is a throwaway Redis Cluster on loopback made with
-// redis-cli --cluster create.
-type redisCluster struct {
-	nodes []*redisServer
-}
-
-// startRedisCluster starts primaries × (1 + replicas) nodes on consecutive
-// ports from base, or from the first run of free ones past it (each node's
-// bus port is its port + 10000, which a free port picked by the kernel
-// would not guarantee), and creates the cluster.
-func startRedisCluster(t *testing.T, base, primaries, replicas int) *redisCluster {
+// startRedisCluster starts a throwaway Redis Cluster of primaries ×
+// (1 + replicas) nodes on ports from base on, failing over after 1s.
+func startRedisCluster(t *testing.T, base, primaries, replicas int) *redisserver.Cluster {
 	t.Helper()
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Fatalf("redis-cli is needed for this test: %v", err)
-	}
-	cl := &redisCluster{}
-	var addrs []string
-	base = freeClusterPorts(t, base, primaries*(1+replicas))
-	for i := range primaries * (1 + replicas) {
-		port := base + i
-		s := &redisServer{port: port, dir: t.TempDir(), extra: []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+	return redistest.StartCluster(t, redisserver.ClusterOptions{Primaries: primaries, Replicas: replicas, Base: base,
+		Args: []string{"--cluster-node-timeout", "1000",
 			// A replica whose link broke a while ago may still take over.
-			"--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0",
-		}}
-		s.start(t)
-		t.Cleanup(func() { s.kill(t) })
-		cl.nodes = append(cl.nodes, s)
-		addrs = append(addrs, s.addr())
-	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	out, err := exec.Command("redis-cli", args...).CombinedOutput()
-	require.NoError(t, err, "redis-cli --cluster create: %s", out)
-	cl.waitOK(t, 30*time.Second)
-	if replicas > 0 {
-		require.Eventually(t, func() bool {
-			for _, s := range cl.nodes {
-				info, err := s.client(t).Info(context.Background(), "replication").Result()
-				if err != nil {
-					return false
-				}
-				if strings.Contains(info, "role:master") && !strings.Contains(info, fmt.Sprintf("connected_slaves:%d", replicas)) {
-					return false
-				}
-			}
-			return true
-		}, 30*time.Second, 100*time.Millisecond, "the cluster's replicas do not sync")
-	}
-	return cl
-}
-
-// freeClusterPorts returns the first base, from base on in steps of n,
-// whose n ports and their bus ports (+10000) nothing listens on.
-func freeClusterPorts(t *testing.T, base, n int) int {
-	t.Helper()
-	for ; base+n+10000 <= 65535; base += n {
-		free := true
-		for p := base; p < base+n && free; p++ {
-			for _, q := range []int{p, p + 10000} {
-				if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(q), 100*time.Millisecond); err == nil {
-					c.Close()
-					free = false
-				}
-			}
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatalf("no %d free ports with free bus ports from %d on", n, base)
-	return 0
+			"--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"}})
 }
 
 // waitOK waits until every live node says the cluster is ok.
-func (cl *redisCluster) waitOK(t *testing.T, d time.Duration) {
+func waitOK(t *testing.T, cl *redisserver.Cluster, d time.Duration) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		for _, s := range cl.nodes {
-			if s.cmd == nil {
-				continue
-			}
-			info, err := s.client(t).ClusterInfo(context.Background()).Result()
-			if err != nil || !strings.Contains(info, "cluster_state:ok") {
-				return false
-			}
-		}
-		return true
-	}, d, 100*time.Millisecond, "the cluster is not ok")
-}
-
-func (cl *redisCluster) addrs() []string {
-	var a []string
-	for _, s := range cl.nodes {
-		a = append(a, s.addr())
-	}
-	return a
+	require.NoError(t, cl.WaitOK(context.Background(), d))
 }
 
 // live returns a node that runs.
-func (cl *redisCluster) live(t *testing.T) *redis.Client {
-	for _, s := range cl.nodes {
-		if s.cmd != nil {
-			return s.client(t)
+func live(t *testing.T, cl *redisserver.Cluster) *redis.Client {
+	for _, s := range cl.Nodes {
+		if s.Running() {
+			return redistest.Client(t, s)
 		}
 	}
 	t.Fatal("no cluster node runs")
@@ -131,17 +49,17 @@ func (cl *redisCluster) live(t *testing.T) *redis.Client {
 
 // owner returns the node serving key's slot, as a live node sees it, and
 // the slot.
-func (cl *redisCluster) owner(t *testing.T, key string) (*redisServer, int) {
+func owner(t *testing.T, cl *redisserver.Cluster, key string) (*redisserver.Server, int) {
 	t.Helper()
-	rdb := cl.live(t)
+	rdb := live(t, cl)
 	slot, err := rdb.ClusterKeySlot(context.Background(), key).Result()
 	require.NoError(t, err)
 	slots, err := rdb.ClusterSlots(context.Background()).Result()
 	require.NoError(t, err)
 	for _, r := range slots {
 		if int64(r.Start) <= slot && slot <= int64(r.End) {
-			for _, s := range cl.nodes {
-				if s.addr() == r.Nodes[0].Addr {
+			for _, s := range cl.Nodes {
+				if s.Addr() == r.Nodes[0].Addr {
 					return s, int(slot)
 				}
 			}
@@ -152,19 +70,19 @@ func (cl *redisCluster) owner(t *testing.T, key string) (*redisServer, int) {
 }
 
 // nodeID is a node's cluster id.
-func nodeID(t *testing.T, s *redisServer) string {
-	id, err := s.client(t).Do(context.Background(), "CLUSTER", "MYID").Text()
+func nodeID(t *testing.T, s *redisserver.Server) string {
+	id, err := redistest.Client(t, s).Do(context.Background(), "CLUSTER", "MYID").Text()
 	require.NoError(t, err)
 	return id
 }
 
 // clusterConfig reaches cl with shards shards per signal.
-func clusterConfig(t *testing.T, cl *redisCluster, prefix string, shards, minReplicas int) (*Config, string) {
+func clusterConfig(t *testing.T, cl *redisserver.Cluster, prefix string, shards, minReplicas int) (*Config, string) {
 	cfg, schemaName := testConfig(t)
 	cfg = withRedis(cfg, prefix, "")
 	rc := cfg.Redis.Get()
 	rc.Endpoint = ""
-	rc.Cluster = configoptional.Some(RedisClusterConfig{Endpoints: cl.addrs()[:2]})
+	rc.Cluster = configoptional.Some(RedisClusterConfig{Endpoints: cl.Addrs()[:2]})
 	rc.Shards = shards
 	rc.MinReplicas = minReplicas
 	rc.ReplicaTimeout = 2 * time.Second
@@ -188,8 +106,8 @@ func TestRedisClusterNodeKilledReplicaPromotedExactlyOnce(t *testing.T) {
 	const prefix = "pgct-cluster"
 	owners := map[string]bool{}
 	for i := range 3 {
-		s, _ := cl.owner(t, coord.ShardKeys(prefix, "traces", i).Stream)
-		owners[s.addr()] = true
+		s, _ := owner(t, cl, coord.ShardKeys(prefix, "traces", i).Stream)
+		owners[s.Addr()] = true
 	}
 	t.Logf("traces' 3 shards are on %d of the 3 primaries", len(owners))
 	assert.Greater(t, len(owners), 1, "the shards' hash tags must spread them over the cluster")
@@ -203,18 +121,18 @@ func TestRedisClusterNodeKilledReplicaPromotedExactlyOnce(t *testing.T) {
 
 	load := startChaosLoad(te, 4, 20)
 	time.Sleep(3 * time.Second)
-	victim, slot := cl.owner(t, coord.ShardKeys(prefix, "traces", 0).Stream)
-	victim.kill(t)
+	victim, slot := owner(t, cl, coord.ShardKeys(prefix, "traces", 0).Stream)
+	victim.Kill()
 	killed := time.Now()
 	require.Eventually(t, func() bool {
-		s, _ := cl.owner(t, coord.ShardKeys(prefix, "traces", 0).Stream)
+		s, _ := owner(t, cl, coord.ShardKeys(prefix, "traces", 0).Stream)
 		return s != victim
 	}, 30*time.Second, 100*time.Millisecond, "no replica takes over slot %d", slot)
 	t.Logf("slot %d failed over %s after the kill", slot, time.Since(killed).Round(100*time.Millisecond))
 	// Back empty, it rejoins as a replica of the promoted node (its
 	// nodes.conf is kept), and min_replicas can be met again.
-	victim.start(t)
-	cl.waitOK(t, 30*time.Second)
+	redistest.Restart(t, victim)
+	waitOK(t, cl, 30*time.Second)
 	resumed := time.Now()
 	require.Eventually(t, func() bool { return load.ackedSince(resumed) >= 40 }, 60*time.Second, 50*time.Millisecond,
 		"requests are not acknowledged after the failover")
@@ -246,25 +164,25 @@ func reshardDuringLoad(t *testing.T, base, minReplicas int) {
 	// A prefix whose shard-0 slot is among the first slots of its node, so
 	// that moving a few hundred slots moves it.
 	var prefix string
-	var src *redisServer
+	var src *redisserver.Server
 	var moveSlots int
-	rdb := cl.live(t)
+	rdb := live(t, cl)
 	slots, err := rdb.ClusterSlots(context.Background()).Result()
 	require.NoError(t, err)
 	for i := 0; prefix == ""; i++ {
 		p := fmt.Sprintf("pgct-reshard-%d", i)
-		s, slot := cl.owner(t, coord.ShardKeys(p, "traces", 0).Stream)
+		s, slot := owner(t, cl, coord.ShardKeys(p, "traces", 0).Stream)
 		for _, r := range slots {
-			if r.Nodes[0].Addr == s.addr() && slot >= r.Start && slot-r.Start < 300 {
+			if r.Nodes[0].Addr == s.Addr() && slot >= r.Start && slot-r.Start < 300 {
 				prefix, src, moveSlots = p, s, slot-r.Start+20
 			}
 		}
 	}
-	var dst *redisServer
+	var dst *redisserver.Server
 	for _, s := range slots {
-		if a := s.Nodes[0].Addr; a != src.addr() {
-			for _, n := range cl.nodes {
-				if n.addr() == a {
+		if a := s.Nodes[0].Addr; a != src.Addr() {
+			for _, n := range cl.Nodes {
+				if n.Addr() == a {
 					dst = n
 				}
 			}
@@ -280,13 +198,13 @@ func reshardDuringLoad(t *testing.T, base, minReplicas int) {
 	load := startChaosLoad(te, 4, 20)
 	time.Sleep(2 * time.Second)
 	began := time.Now()
-	out, err := exec.Command("redis-cli", "--cluster", "reshard", src.addr(), "--cluster-from", nodeID(t, src),
+	out, err := exec.Command("redis-cli", "--cluster", "reshard", src.Addr(), "--cluster-from", nodeID(t, src),
 		"--cluster-to", nodeID(t, dst), "--cluster-slots", strconv.Itoa(moveSlots), "--cluster-yes").CombinedOutput()
 	require.NoError(t, err, "redis-cli --cluster reshard: %s", lastLines(string(out), 5))
-	owner, slot := cl.owner(t, coord.ShardKeys(prefix, "traces", 0).Stream)
-	require.Equal(t, dst.addr(), owner.addr(), "the reshard must move slot %d", slot)
+	owner, slot := owner(t, cl, coord.ShardKeys(prefix, "traces", 0).Stream)
+	require.Equal(t, dst.Addr(), owner.Addr(), "the reshard must move slot %d", slot)
 	t.Logf("moved %d slots (with slot %d of traces' shard 0) from %s to %s in %s under load",
-		moveSlots, slot, src.addr(), dst.addr(), time.Since(began).Round(100*time.Millisecond))
+		moveSlots, slot, src.Addr(), dst.Addr(), time.Since(began).Round(100*time.Millisecond))
 	resumed := time.Now()
 	require.Eventually(t, func() bool { return load.ackedSince(resumed) >= 40 }, 30*time.Second, 50*time.Millisecond,
 		"requests are not acknowledged after the reshard")

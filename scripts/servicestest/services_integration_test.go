@@ -4,49 +4,19 @@
 package servicestest
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
-
-// passwordRedis starts a redis-server that requires password and returns
-// its port.
-func passwordRedis(t *testing.T, password string) int {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		pgtest.Unavailable(t, "redis-server is not installed (make deps)")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "redis.conf")
-	// In a file, so that the password is in no process's arguments.
-	require.NoError(t, os.WriteFile(conf, []byte("port "+strconv.Itoa(port)+"\nbind 127.0.0.1\nsave \"\"\nappendonly no\n"+
-		"dir "+dir+"\nrequirepass \""+password+"\"\n"), 0o600))
-	cmd := exec.Command("redis-server", conf)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for range 100 {
-		if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
-			c.Close()
-			return port
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("redis-server did not listen on %d", port)
-	return 0
-}
 
 func services(t *testing.T, redis string) (string, string, error) {
 	data := t.TempDir()
@@ -60,7 +30,7 @@ func services(t *testing.T, redis string) (string, string, error) {
 
 func TestRedisWithPassword(t *testing.T) {
 	const password = "s3cr@t:/!%x"
-	port := passwordRedis(t, password)
+	port := redistest.Start(t, password).Port
 	escaped := strings.NewReplacer("@", "%40", ":", "%3A", "/", "%2F", "!", "%21", "%", "%25").Replace(password)
 	hostport := "127.0.0.1:" + strconv.Itoa(port)
 

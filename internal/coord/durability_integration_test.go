@@ -2,40 +2,20 @@ package coord
 
 import (
 	"context"
-	"net"
-	"os/exec"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
 // throwawayRedis starts a redis-server of its own with args (the machine's
 // Redis is never reconfigured) and returns a client of it.
 func throwawayRedis(t *testing.T, args ...string) *redis.Client {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		pgtest.Unavailable(t, "redis-server is not installed (make deps): %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	all := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(),
-		"--daemonize", "no", "--logfile", ""}, args...)
-	cmd := exec.Command("redis-server", all...)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
-	t.Cleanup(func() { _ = rdb.Close() })
-	require.Eventually(t, func() bool { return rdb.Ping(context.Background()).Err() == nil },
-		10*time.Second, 20*time.Millisecond)
-	return rdb
+	return redistest.Client(t, redistest.Start(t, "", args...))
 }
 
 func TestReadDurability(t *testing.T) {

@@ -14,11 +14,13 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
 // usedMemory is a server's used_memory (INFO memory).
-func usedMemory(t *testing.T, rs *redisServer) int64 {
-	info, err := rs.client(t).Info(context.Background(), "memory").Result()
+func usedMemory(t *testing.T, rs *redisserver.Server) int64 {
+	info, err := redistest.Client(t, rs).Info(context.Background(), "memory").Result()
 	require.NoError(t, err)
 	for _, line := range strings.Split(info, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
@@ -39,10 +41,10 @@ func usedMemory(t *testing.T, rs *redisServer) int64 {
 // are accepted again, and every acknowledged span is stored once.
 func TestRedisOutOfMemoryIsNamed(t *testing.T) {
 	pool := pgtest.Pool(t)
-	rs := startRedisServer(t, "")
+	rs := redistest.Start(t, "")
 	cfg, schemaName := testConfig(t)
 	cfg = withRedis(cfg, "pgct-oom", "oom")
-	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 	te, _, logs := startObservedTraces(t, cfg)
 	ctx := context.Background()
 
@@ -52,8 +54,8 @@ func TestRedisOutOfMemoryIsNamed(t *testing.T) {
 	_, err = hold.Exec(ctx, `LOCK TABLE "`+schemaName+`".spans_rows IN EXCLUSIVE MODE`)
 	require.NoError(t, err)
 	limit := usedMemory(t, rs) + 1<<20
-	require.NoError(t, rs.client(t).ConfigSet(ctx, "maxmemory", strconv.FormatInt(limit, 10)).Err())
-	require.NoError(t, rs.client(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	require.NoError(t, redistest.Client(t, rs).ConfigSet(ctx, "maxmemory", strconv.FormatInt(limit, 10)).Err())
+	require.NoError(t, redistest.Client(t, rs).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
 
 	acked := 0
 	var refused error
@@ -96,19 +98,19 @@ func TestRedisOutOfMemoryIsNamed(t *testing.T) {
 func TestRedisEvictingPolicyRefusedAtStart(t *testing.T) {
 	pgtest.Pool(t)
 	shortStats(t)
-	rs := startRedisServer(t, "")
+	rs := redistest.Start(t, "")
 	ctx := context.Background()
-	admin := rs.client(t)
+	admin := redistest.Client(t, rs)
 	cfg, _ := testConfig(t)
 	cfg = withRedis(cfg, "pgct-evict", "evict")
-	cfg.Redis.Get().Endpoint = configopaque.String(rs.addr())
+	cfg.Redis.Get().Endpoint = configopaque.String(rs.Addr())
 
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
 	err := startFails(t, cfg)
 	t.Log(err)
 	assert.Contains(t, err.Error(), "maxmemory-policy allkeys-lru")
 	assert.Contains(t, err.Error(), "set maxmemory-policy noeviction")
-	assert.Contains(t, err.Error(), rs.addr())
+	assert.Contains(t, err.Error(), rs.Addr())
 
 	require.NoError(t, admin.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
 	_, _, logs := startObservedTraces(t, cfg)

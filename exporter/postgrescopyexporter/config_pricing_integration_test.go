@@ -24,7 +24,7 @@ import (
 // TestPricingConfigRefusesMalformedFile: the Collector's validation of the
 // config parses the price file and names the line and the reason.
 func TestPricingConfigRefusesMalformedFile(t *testing.T) {
-	cfg := createDefaultConfig().(*Config)
+	cfg := defaultConfig()
 	cfg.Endpoint = "postgres://otel@127.0.0.1:5432/telemetry"
 	file := filepath.Join(t.TempDir(), "prices.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("prices:\n  - model: gpt-4o\n    input: 2.50\n    output: ten\n"), 0o600))
