@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"internal/sharedcomponent": {},
 	"internal/pricing":         {},
 	"internal/request":         {"internal/rows"},
+	"internal/traceread":       {"internal/schema"},
 	"internal/pgsink":          {"internal/pgwrite", "internal/schema", "internal/pricing", "internal/rows", "internal/entry", "internal/tables"},
 	"exporter/postgrescopyexporter": {"exporter/postgrescopyexporter/internal/metadata", "internal/coord", "internal/entry",
 		"internal/flush", "internal/pgsink", "internal/pgwrite", "internal/pricing", "internal/request", "internal/rows", "internal/schema", "internal/sharedcomponent", "internal/tables"},
@@ -45,6 +46,8 @@ var notIn = map[string][]string{
 	"internal/pgwrite": {"github.com/redis/"},
 	"internal/request": {"github.com/jackc/", "github.com/redis/"},
 	"internal/pgsink":  {"github.com/redis/"},
+	// The read side knows the tables, not how rows are written.
+	"internal/traceread": {"github.com/redis/", module + "internal/rows", module + "internal/pgwrite"},
 }
 
 // notImported lists, for a package, import path prefixes it must not import
