@@ -105,7 +105,9 @@ func varint(t *testing.T, b []byte) uint64 {
 	return x
 }
 
-func tid(n byte) pcommon.TraceID { return pcommon.TraceID{0xcc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, n} }
+func tid(n byte) pcommon.TraceID {
+	return pcommon.TraceID{0xcc, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, n}
+}
 
 // span adds a span of service to td.
 func span(td ptrace.Traces, service, name string, kind ptrace.SpanKind, trace, id, parent byte, start time.Time, d time.Duration) {

@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"internal/pricing":         {},
 	"internal/request":         {"internal/rows"},
 	"internal/traceread":       {"internal/schema"},
-	"internal/jaegerstorage":    {"internal/traceread"},
+	"internal/jaegerstorage":   {"internal/traceread"},
 	"internal/pgsink":          {"internal/pgwrite", "internal/schema", "internal/pricing", "internal/rows", "internal/entry", "internal/tables"},
 	"exporter/postgrescopyexporter": {"exporter/postgrescopyexporter/internal/metadata", "internal/coord", "internal/entry",
 		"internal/flush", "internal/pgsink", "internal/pgwrite", "internal/pricing", "internal/request", "internal/rows", "internal/schema", "internal/sharedcomponent", "internal/tables"},
