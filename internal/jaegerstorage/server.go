@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -54,13 +53,22 @@ var _ encoding.CodecV2 = codec{}
 
 // Server serves the API from a Reader.
 type Server struct {
-	reader *traceread.Reader
-	logger *zap.Logger
+	reader  *traceread.Reader
+	timeout time.Duration
 }
 
-// NewServer returns a Server reading through r.
-func NewServer(r *traceread.Reader, logger *zap.Logger) *Server {
-	return &Server{reader: r, logger: logger}
+// NewServer returns a Server reading through r; each request gets timeout
+// at most (0: only the client's deadline).
+func NewServer(r *traceread.Reader, timeout time.Duration) *Server {
+	return &Server{reader: r, timeout: timeout}
+}
+
+// bound applies the server's timeout to a request's context.
+func (s *Server) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 // Register adds the TraceReader and DependencyReader services to gs, which
@@ -105,13 +113,15 @@ func unary[Req any, PReq interface {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		s := srv.(*Server)
-		if interceptor == nil {
-			return call(s, ctx, req)
-		}
-		info := &grpc.UnaryServerInfo{Server: srv, FullMethod: fullMethod}
-		return interceptor(ctx, req, info, func(ctx context.Context, r any) (any, error) {
+		run := func(ctx context.Context, r any) (any, error) {
+			ctx, cancel := s.bound(ctx)
+			defer cancel()
 			return call(s, ctx, r.(PReq))
-		})
+		}
+		if interceptor == nil {
+			return run(ctx, req)
+		}
+		return interceptor(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: fullMethod}, run)
 	}
 }
 
@@ -124,7 +134,10 @@ func streaming[Req any, PReq interface {
 		if err := stream.RecvMsg(req); err != nil {
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		return call(srv.(*Server), stream.Context(), req, func(td ptrace.Traces) error {
+		s := srv.(*Server)
+		ctx, cancel := s.bound(stream.Context())
+		defer cancel()
+		return call(s, ctx, req, func(td ptrace.Traces) error {
 			return stream.SendMsg(&tracesData{td: td})
 		})
 	}

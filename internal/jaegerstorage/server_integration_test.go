@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -152,7 +151,7 @@ func TestServer(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	gs := grpc.NewServer(jaegerstorage.ServerOption())
-	jaegerstorage.NewServer(traceread.New(pool, name, traceread.Limits{MaxTraceIDs: 2}), zap.NewNop()).Register(gs)
+	jaegerstorage.NewServer(traceread.New(pool, name, traceread.Limits{MaxTraceIDs: 2}), 10*time.Second).Register(gs)
 	done := make(chan error, 1)
 	go func() { done <- gs.Serve(lis) }()
 	defer func() {

@@ -31,9 +31,11 @@ var allowed = map[string][]string{
 	"internal/pgsink":          {"internal/pgwrite", "internal/schema", "internal/pricing", "internal/rows", "internal/entry", "internal/tables"},
 	"exporter/postgrescopyexporter": {"exporter/postgrescopyexporter/internal/metadata", "internal/coord", "internal/entry",
 		"internal/flush", "internal/pgsink", "internal/pgwrite", "internal/pricing", "internal/request", "internal/rows", "internal/schema", "internal/sharedcomponent", "internal/tables"},
-	"exporter/postgrescopyexporter/internal/metadata": {},
-	"receiver/loadgenreceiver":                        {"receiver/loadgenreceiver/internal/metadata", "internal/sharedcomponent"},
-	"receiver/loadgenreceiver/internal/metadata":      {},
+	"exporter/postgrescopyexporter/internal/metadata":          {},
+	"extension/jaegerremotestorageextension":                   {"extension/jaegerremotestorageextension/internal/metadata", "internal/jaegerstorage", "internal/traceread", "internal/schema"},
+	"extension/jaegerremotestorageextension/internal/metadata": {},
+	"receiver/loadgenreceiver":                                 {"receiver/loadgenreceiver/internal/metadata", "internal/sharedcomponent"},
+	"receiver/loadgenreceiver/internal/metadata":               {},
 }
 
 // notIn lists, for a package, import path prefixes that must not be among
