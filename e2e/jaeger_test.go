@@ -403,7 +403,9 @@ func TestJaegerReadsStoredTraces(t *testing.T) {
 			"lookback": {strconv.FormatInt(time.Hour.Milliseconds(), 10)},
 		}
 		getJSON(t, api+"/api/dependencies?"+q.Encode(), &res)
-		sort.Slice(res.Data, func(i, j int) bool { return res.Data[i].Parent+res.Data[i].Child < res.Data[j].Parent+res.Data[j].Child })
+		sort.Slice(res.Data, func(i, j int) bool {
+			return res.Data[i].Parent+res.Data[i].Child < res.Data[j].Parent+res.Data[j].Child
+		})
 		got := fmt.Sprint(res.Data)
 		if want := "[{frontend payments 2} {payments ledger-db 1}]"; got != want {
 			t.Errorf("dependencies: %s, want %s", got, want)
