@@ -14,7 +14,7 @@ import (
 // index entry per service, not the spans; the same statement works on
 // Citus, where each step is a min() over the shards.
 func (r *Reader) Services(ctx context.Context) ([]string, error) {
-	sql := fmt.Sprintf("SELECT min(service_name) FROM %s WHERE service_name > $1", r.rows)
+	sql := r.servicesSQL()
 	var out []string
 	last := ""
 	for len(out) < r.limits.MaxServices {
@@ -33,6 +33,12 @@ func (r *Reader) Services(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
+// servicesSQL is the statement of one step of Services: the next service
+// name after $1.
+func (r *Reader) servicesSQL() string {
+	return fmt.Sprintf("SELECT min(service_name) FROM %s WHERE service_name > $1", r.rows)
+}
+
 // Operation is a span name of a service, with its span kind as Jaeger names
 // it ("server", "client", "producer", "consumer", "internal", or "" for
 // unspecified).
@@ -44,20 +50,14 @@ type Operation struct {
 // non-empty spanKind keeps those of that kind only.
 func (r *Reader) Operations(ctx context.Context, service, spanKind string) ([]Operation, error) {
 	args := []any{service, r.limits.MaxServices}
-	cond := ""
 	if spanKind != "" {
 		k, ok := jaegerKinds[strings.ToLower(spanKind)]
 		if !ok {
 			return nil, nil
 		}
 		args = append(args, k)
-		cond = " AND span_kind = $3"
 	}
-	// An index-only scan of the service's entries in the service index,
-	// which includes span_name and span_kind.
-	sql := fmt.Sprintf(`SELECT DISTINCT span_name, span_kind FROM %s WHERE service_name = $1%s
-		ORDER BY span_name, span_kind LIMIT $2`, r.rows, cond)
-	rows, err := r.pool.Query(ctx, sql, args...)
+	rows, err := r.pool.Query(ctx, r.operationsSQL(spanKind != ""), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
 	}
@@ -74,6 +74,18 @@ func (r *Reader) Operations(ctx context.Context, service, spanKind string) ([]Op
 	return ops, nil
 }
 
+// operationsSQL lists the operations of service $1, at most $2, of kind $3
+// when byKind. It is an index-only scan of the service's entries in the
+// service index, which includes span_name and span_kind.
+func (r *Reader) operationsSQL(byKind bool) string {
+	cond := ""
+	if byKind {
+		cond = " AND span_kind = $3"
+	}
+	return fmt.Sprintf(`SELECT DISTINCT span_name, span_kind FROM %s WHERE service_name = $1%s
+		ORDER BY span_name, span_kind LIMIT $2`, r.rows, cond)
+}
+
 var (
 	// jaegerKinds maps Jaeger's span kind names to the span_kind column's,
 	// kindNames the other way (filled with spanKinds).
@@ -87,19 +99,17 @@ type Dependency struct {
 	Calls         uint64
 }
 
+// DependencyParentSlack is how long before the window of Dependencies a
+// parent span may have started and still be counted: the parents are read
+// from the window widened by it, not from every partition.
+const DependencyParentSlack = time.Hour
+
 // Dependencies counts, for each pair of services, the spans of the second
 // whose parent span is of the first, among the spans that start in
-// [start, end] (their parents may start at any time). Calls within a
-// service are not dependencies.
+// [start, end] and whose parent starts at most DependencyParentSlack before
+// start. Calls within a service are not dependencies.
 func (r *Reader) Dependencies(ctx context.Context, start, end time.Time) ([]Dependency, error) {
-	// The join is on the trace id, the distribution column on Citus: each
-	// shard joins its own traces.
-	sql := fmt.Sprintf(`SELECT p.service_name, c.service_name, count(*)
-		FROM %[1]s c JOIN %[1]s p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
-		WHERE c.start_time >= $1 AND c.start_time <= $2 AND c.parent_span_id IS NOT NULL
-		  AND p.service_name <> c.service_name
-		GROUP BY 1, 2 ORDER BY 1, 2`, r.rows)
-	rows, err := r.pool.Query(ctx, sql, start, end)
+	rows, err := r.pool.Query(ctx, r.dependenciesSQL(), start, end, start.Add(-DependencyParentSlack))
 	if err != nil {
 		return nil, fmt.Errorf("read dependencies: %w", err)
 	}
@@ -114,4 +124,22 @@ func (r *Reader) Dependencies(ctx context.Context, start, end time.Time) ([]Depe
 		return nil, fmt.Errorf("read dependencies: %w", err)
 	}
 	return deps, nil
+}
+
+// dependenciesSQL counts the calls between services of the spans that start
+// in [$1, $2], their parents starting in [$3, $2]. Each child looks its
+// parent up by the (trace_id, span_id) index: the work grows with the
+// spans of the window, not with the partitions' (OFFSET 0 keeps the
+// planner from making it a hash join over the whole parent side). The join
+// is on the trace id, the distribution column on Citus: each shard joins
+// its own traces.
+func (r *Reader) dependenciesSQL() string {
+	return fmt.Sprintf(`SELECT p.service_name, c.service_name, count(*)
+		FROM %[1]s c CROSS JOIN LATERAL (
+			SELECT x.service_name FROM %[1]s x
+			WHERE x.trace_id = c.trace_id AND x.span_id = c.parent_span_id AND x.start_time >= $3 AND x.start_time <= $2
+			OFFSET 0) p
+		WHERE c.start_time >= $1 AND c.start_time <= $2 AND c.parent_span_id IS NOT NULL
+		  AND p.service_name <> c.service_name
+		GROUP BY 1, 2 ORDER BY 1, 2`, r.rows)
 }

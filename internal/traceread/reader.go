@@ -99,24 +99,8 @@ func (r *Reader) GetTraces(ctx context.Context, refs []TraceRef, emit func(ptrac
 }
 
 func (r *Reader) getTrace(ctx context.Context, ref TraceRef, emit func(ptrace.Traces) error) error {
-	// One statement per trace: on Citus, trace_id = $1 routes it to the
-	// trace's one shard. The bounds are written into the statement only when
-	// set, so that the planner prunes the partitions outside them.
-	var sql strings.Builder
-	args := []any{pgtype.UUID{Bytes: ref.ID, Valid: true}}
-	fmt.Fprintf(&sql, "SELECT %s FROM %s WHERE trace_id = $1", spanColumns, r.spans)
-	if !ref.Start.IsZero() {
-		args = append(args, ref.Start)
-		fmt.Fprintf(&sql, " AND start_time >= $%d", len(args))
-	}
-	if !ref.End.IsZero() {
-		args = append(args, ref.End)
-		fmt.Fprintf(&sql, " AND start_time <= $%d", len(args))
-	}
-	args = append(args, r.limits.MaxSpansPerTrace)
-	fmt.Fprintf(&sql, " ORDER BY start_time, start_time_frac_ns, span_id LIMIT $%d", len(args))
-
-	rows, err := r.pool.Query(ctx, sql.String(), args...)
+	sql, args := r.traceSQL(ref)
+	rows, err := r.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("read trace %s: %w", ref.ID, err)
 	}
@@ -150,6 +134,28 @@ func (r *Reader) getTrace(ctx context.Context, ref TraceRef, emit func(ptrace.Tr
 	return nil
 }
 
+// traceSQL is the statement that reads the spans of ref.
+func (r *Reader) traceSQL(ref TraceRef) (string, []any) {
+	// One statement per trace: on Citus, trace_id = $1 routes it to the
+	// trace's one shard. The bounds are written into the statement only when
+	// set, so that the planner prunes the partitions outside them.
+	var sql strings.Builder
+	args := []any{pgtype.UUID{Bytes: ref.ID, Valid: true}}
+	fmt.Fprintf(&sql, "SELECT %s FROM %s WHERE trace_id = $1", spanColumns, r.spans)
+	if !ref.Start.IsZero() {
+		args = append(args, ref.Start)
+		fmt.Fprintf(&sql, " AND start_time >= $%d", len(args))
+	}
+	if !ref.End.IsZero() {
+		args = append(args, ref.End)
+		fmt.Fprintf(&sql, " AND start_time <= $%d", len(args))
+	}
+	args = append(args, r.limits.MaxSpansPerTrace)
+	fmt.Fprintf(&sql, " ORDER BY start_time, start_time_frac_ns, span_id LIMIT $%d", len(args))
+
+	return sql.String(), args
+}
+
 // TraceQuery is a search: the traces with at least one span that matches
 // every condition set (a zero field is no condition).
 type TraceQuery struct {
@@ -176,6 +182,26 @@ type FoundTrace struct {
 // FindTraceIDs returns the traces that match q, the most recent first (by
 // their latest matching span).
 func (r *Reader) FindTraceIDs(ctx context.Context, q TraceQuery) ([]FoundTrace, error) {
+	sql, args := r.findSQL(q)
+	rows, err := r.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
+	}
+	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FoundTrace, error) {
+		var f FoundTrace
+		var id pgtype.UUID
+		err := row.Scan(&id, &f.Start, &f.End)
+		f.ID = id.Bytes
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find traces: %w", err)
+	}
+	return found, nil
+}
+
+// findSQL is the statement that finds the traces of q.
+func (r *Reader) findSQL(q TraceQuery) (string, []any) {
 	limit := q.Limit
 	switch {
 	case limit <= 0:
@@ -229,21 +255,7 @@ func (r *Reader) FindTraceIDs(ctx context.Context, q TraceQuery) ([]FoundTrace, 
 	}
 	sql := fmt.Sprintf(`SELECT trace_id, min(start_time), max(end_time) FROM %s WHERE %s
 		GROUP BY trace_id ORDER BY max(start_time) DESC, trace_id LIMIT %s`, table, strings.Join(where, " AND "), arg(limit))
-	rows, err := r.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("find traces: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FoundTrace, error) {
-		var f FoundTrace
-		var id pgtype.UUID
-		err := row.Scan(&id, &f.Start, &f.End)
-		f.ID = id.Bytes
-		return f, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("find traces: %w", err)
-	}
-	return found, nil
+	return sql, args
 }
 
 // FindTraces emits the traces that match q, as FindTraceIDs orders them,
