@@ -2,7 +2,6 @@ package traceread
 
 import (
 	"context"
-	"crypto/md5"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/spangen"
 )
 
 var seqScanRe = regexp.MustCompile(`Seq Scan on (\S+)`)
@@ -27,8 +27,7 @@ const (
 )
 
 // TestPlans generates a million spans in a test-owned schema with daily
-// partitions (INSERT ... SELECT generate_series, not through the exporter:
-// seconds), analyzes them, and requires each finder's statement, as the
+// partitions (spangen: in the database, seconds), analyzes them, and requires each finder's statement, as the
 // Reader builds it, to read the spans through an index: no sequential scan
 // of a spans partition for a trace by id, a search by service and time, the
 // services, a service's operations and the dependencies of the last hour.
@@ -49,32 +48,9 @@ func TestPlans(t *testing.T) {
 	require.NoError(t, err)
 
 	began := time.Now()
+	shape := spangen.Shape{Traces: planTraces, Spans: planSpans, Services: planServices, Hours: planHours}
+	require.NoError(t, spangen.Generate(ctx, pool, name, shape))
 	s := func(table string) string { return schema.Qualified(name, table) }
-	_, err = pool.Exec(ctx, `INSERT INTO `+s("contexts")+` (context_id, scope_name, resource_attributes, scope_attributes,
-		resource_dropped_attributes_count, scope_dropped_attributes_count)
-		SELECT md5('ctx' || i)::uuid, 'io.example', jsonb_build_object('service.name', 'svc-' || i, 'host.name', 'host-' || i), '{}', 0, 0
-		FROM generate_series(0, $1 - 1) i`, planServices)
-	require.NoError(t, err)
-	// Trace t starts t × (planHours / planTraces) ago; its spans follow each
-	// other by a millisecond, each of another service than its parent.
-	_, err = pool.Exec(ctx, `ALTER TABLE `+s("spans_rows")+` DISABLE TRIGGER USER`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO `+s("spans_rows")+` (start_time, start_time_frac_ns, end_time, duration_ns,
-		trace_id, span_id, parent_span_id, flags, service_name, span_name, span_kind, status_code, span_attributes,
-		dropped_attributes_count, dropped_events_count, dropped_links_count, context_id)
-		SELECT x.ts, 0, x.ts + interval '5 ms', 5000000, md5(t::text)::uuid, t * 16 + k + 1, CASE WHEN k > 0 THEN t * 16 + k END, 0,
-		       'svc-' || ((t + k) % $2), 'op-' || (k % 5), CASE WHEN k = 0 THEN 'Server' ELSE 'Client' END,
-		       CASE WHEN t % 100 = 0 THEN 'Error' ELSE 'Unset' END,
-		       jsonb_build_object('http.status_code', CASE WHEN t % 100 = 0 THEN 500 ELSE 200 END, 'k', k), 0, 0, 0,
-		       md5('ctx' || ((t + k) % $2))::uuid
-		FROM generate_series(0, $1 - 1) t, generate_series(0, $3 - 1) k,
-		     LATERAL (SELECT now() - t * ($4 * interval '1 hour' / $1) + k * interval '1 ms' AS ts) x`,
-		planTraces, planServices, planSpans, planHours)
-	require.NoError(t, err)
-	// As autovacuum leaves an insert-only table: analyzed, its visibility
-	// map set (index-only scans).
-	_, err = pool.Exec(ctx, `VACUUM ANALYZE `+s("spans_rows")+`, `+s("contexts"))
-	require.NoError(t, err)
 	t.Logf("%d spans generated and analyzed in %v", planTraces*planSpans, time.Since(began).Round(time.Millisecond))
 
 	r := New(pool, name, Limits{})
@@ -106,7 +82,7 @@ func TestPlans(t *testing.T) {
 		}
 	}
 
-	id := md5.Sum([]byte("5000"))
+	id := spangen.TraceID(5000)
 	now := time.Now()
 	sql, args := r.traceSQL(TraceRef{ID: id})
 	noSeqScan("trace by id", explain(sql, args...))
