@@ -152,6 +152,31 @@ func sortAttributes(td ptrace.Traces) {
 	}
 }
 
+// jaegerConfig is the configuration of a Jaeger that reads the remote
+// storage at storageAddr and serves its query API on queryHTTP and
+// queryGRPC; its pipeline does nothing (nop), its own metrics are off.
+func jaegerConfig(storageAddr, queryHTTP, queryGRPC string) map[string]any {
+	return map[string]any{
+		"extensions": map[string]any{
+			"jaeger_query": map[string]any{
+				"storage": map[string]any{"traces": "postgres"},
+				"http":    map[string]any{"endpoint": queryHTTP},
+				"grpc":    map[string]any{"endpoint": queryGRPC},
+			},
+			"jaeger_storage": map[string]any{"backends": map[string]any{"postgres": map[string]any{
+				"grpc": map[string]any{"endpoint": storageAddr, "tls": map[string]any{"insecure": true}},
+			}}},
+		},
+		"receivers": map[string]any{"nop": map[string]any{}},
+		"exporters": map[string]any{"nop": map[string]any{}},
+		"service": map[string]any{
+			"extensions": []string{"jaeger_storage", "jaeger_query"},
+			"pipelines":  map[string]any{"traces": map[string]any{"receivers": []string{"nop"}, "exporters": []string{"nop"}}},
+			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
+		},
+	}
+}
+
 // getJSON fetches url from Jaeger's query API and decodes its JSON into v.
 func getJSON(t *testing.T, u string, v any) {
 	t.Helper()
@@ -259,27 +284,7 @@ func TestJaegerReadsStoredTraces(t *testing.T) {
 	}
 	waitRows(t, c, pool, schema, map[string]int64{"spans": int64(len(specs))}, 30*time.Second)
 
-	dir := t.TempDir()
-	jcfg := map[string]any{
-		"extensions": map[string]any{
-			"jaeger_query": map[string]any{
-				"storage": map[string]any{"traces": "postgres"},
-				"http":    map[string]any{"endpoint": queryHTTP},
-				"grpc":    map[string]any{"endpoint": queryGRPC},
-			},
-			"jaeger_storage": map[string]any{"backends": map[string]any{"postgres": map[string]any{
-				"grpc": map[string]any{"endpoint": storageAddr, "tls": map[string]any{"insecure": true}},
-			}}},
-		},
-		"receivers": map[string]any{"nop": map[string]any{}},
-		"exporters": map[string]any{"nop": map[string]any{}},
-		"service": map[string]any{
-			"extensions": []string{"jaeger_storage", "jaeger_query"},
-			"pipelines":  map[string]any{"traces": map[string]any{"receivers": []string{"nop"}, "exporters": []string{"nop"}}},
-			"telemetry":  map[string]any{"metrics": map[string]any{"level": "none"}},
-		},
-	}
-	j := startBinary(t, jaeger, endpoints{}, writeConfig(t, dir, jcfg))
+	j := startBinary(t, jaeger, endpoints{}, writeConfig(t, t.TempDir(), jaegerConfig(storageAddr, queryHTTP, queryGRPC)))
 	waitPort(t, j, queryHTTP, 60*time.Second)
 	api := "http://" + queryHTTP
 
