@@ -102,7 +102,7 @@ func TestOwnDistribution(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s components: %v\n%s", bin, err, comps)
 	}
-	for _, c := range []string{"postgrescopy", "loadgen", "otlp", "file_log", "batch", "debug", "file_storage"} {
+	for _, c := range []string{"postgrescopy", "loadgen", "otlp", "file_log", "batch", "debug", "file_storage", "jaeger_remote_storage"} {
 		if !regexp.MustCompile(`(?m)^    - name: ` + c + `$`).Match(comps) {
 			t.Errorf("%s components lacks %s:\n%s", bin, c, comps)
 		}
