@@ -9,7 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Services lists the services that have spans, in order. It walks the
+// Services lists the services that have spans, in order (spans without a
+// service name have none to list). It walks the
 // service index a service at a time (a loose index scan), so it reads one
 // index entry per service, not the spans; the same statement works on
 // Citus, where each step is a min() over the shards.
@@ -28,8 +29,6 @@ func (r *Reader) Services(ctx context.Context) ([]string, error) {
 		out = append(out, *next)
 		last = *next
 	}
-	// The empty service name is a name too (a resource whose service.name
-	// is ""), but Jaeger has no use for it.
 	return out, nil
 }
 
