@@ -6,6 +6,10 @@ OCB_VERSION := v0.165.0
 TELEMETRYGEN_VERSION := v0.161.0
 OCB := $(BIN)/builder
 TELEMETRYGEN := $(BIN)/telemetrygen
+# Jaeger, for the end-to-end test of the jaeger_remote_storage extension:
+# built from tools/jaeger, a module of its own (Jaeger's Collector modules
+# are older than the distribution's; they stay out of go.mod).
+JAEGER := $(BIN)/jaeger
 NFPM_VERSION := v2.48.0
 NFPM := $(BIN)/nfpm
 COLLECTOR := $(CURDIR)/_build/otelcol-postgrescopy
@@ -21,6 +25,7 @@ export POSTGRESCOPY_COLLECTOR := $(COLLECTOR)
 export POSTGRESCOPY_TELEMETRYGEN := $(TELEMETRYGEN)
 export POSTGRESCOPY_VERSION := $(DIST_VERSION)
 export POSTGRESCOPY_OCB := $(OCB)
+export POSTGRESCOPY_JAEGER := $(JAEGER)
 # What scripts/services.sh starts keeps its data and pid files here; it writes
 # the addresses it settled on to services.env, which recipes source.
 DATA := $(CURDIR)/.data
@@ -38,7 +43,14 @@ $(OCB):
 $(TELEMETRYGEN):
 	GOBIN=$(BIN) $(GO) install github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@$(TELEMETRYGEN_VERSION)
 
-tools: $(OCB) $(TELEMETRYGEN)
+# A build that cannot be done (no module proxy, say) is not an error here: it
+# leaves its reason in jaeger.unavailable, and the Jaeger test skips saying it.
+$(JAEGER): tools/jaeger/go.mod tools/jaeger/go.sum
+	@rm -f $(JAEGER).unavailable; mkdir -p $(BIN)
+	cd tools/jaeger && $(GO) build -o $(JAEGER) github.com/jaegertracing/jaeger/cmd/jaeger 2>$(JAEGER).log || \
+	  { cat $(JAEGER).log; echo "go build of tools/jaeger failed: $$(tail -1 $(JAEGER).log) (all of it: $(JAEGER).log)" >$(JAEGER).unavailable; }
+
+tools: $(OCB) $(TELEMETRYGEN) $(JAEGER)
 
 # The distribution: ocb generates _build/ and compiles it. ocb reads its
 # environment over the manifest (koanf), so dist.version comes from here; the
@@ -81,7 +93,7 @@ run: build services $(TELEMETRYGEN)
 # tests run against a cluster of their own (scripts/citus.sh: a coordinator
 # and two workers under .data/citus), stopped at the end whatever the
 # outcome; without it they skip and say why.
-test: services build $(TELEMETRYGEN) lint
+test: services build $(TELEMETRYGEN) $(JAEGER) lint
 	@$(SERVICES_ENV); trap 'scripts/citus.sh stop' EXIT; scripts/citus.sh start || exit 1; \
 	  set -a; . $(DATA)/citus.env; set +a; set -x; $(GO) test -count=1 -timeout 20m ./...
 

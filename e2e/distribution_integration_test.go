@@ -102,7 +102,7 @@ func TestOwnDistribution(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s components: %v\n%s", bin, err, comps)
 	}
-	for _, c := range []string{"postgrescopy", "loadgen", "otlp", "file_log", "batch", "debug", "file_storage"} {
+	for _, c := range []string{"postgrescopy", "loadgen", "otlp", "file_log", "batch", "debug", "file_storage", "jaeger_remote_storage"} {
 		if !regexp.MustCompile(`(?m)^    - name: ` + c + `$`).Match(comps) {
 			t.Errorf("%s components lacks %s:\n%s", bin, c, comps)
 		}
@@ -195,7 +195,7 @@ func TestOwnDistribution(t *testing.T) {
 
 // startBinary runs bin with the config file at cfgPath, like startCollector
 // but for another distribution, which may have no health_check.
-func startBinary(t *testing.T, bin string, ep endpoints, cfgPath string) *collector {
+func startBinary(t testing.TB, bin string, ep endpoints, cfgPath string) *collector {
 	t.Helper()
 	logPath := filepath.Join(filepath.Dir(cfgPath), "collector.log")
 	logf, err := os.Create(logPath)
@@ -226,7 +226,7 @@ func startBinary(t *testing.T, bin string, ep endpoints, cfgPath string) *collec
 }
 
 // waitPort waits until addr accepts TCP connections.
-func waitPort(t *testing.T, c *collector, addr string, timeout time.Duration) {
+func waitPort(t testing.TB, c *collector, addr string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {

@@ -192,7 +192,7 @@ type collector struct {
 // startCollector runs the binary with cfg and returns once health_check
 // answers 200. Its stdout and stderr go to a file that is printed when the
 // test fails; the process gets SIGTERM at the end of the test at the latest.
-func startCollector(t *testing.T, ep endpoints, cfg map[string]any) *collector {
+func startCollector(t testing.TB, ep endpoints, cfg map[string]any) *collector {
 	t.Helper()
 	bin := collectorBinary(t)
 	dir := t.TempDir()
@@ -227,7 +227,7 @@ func startCollector(t *testing.T, ep endpoints, cfg map[string]any) *collector {
 	return c
 }
 
-func (c *collector) waitHealthy(t *testing.T, timeout time.Duration) {
+func (c *collector) waitHealthy(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	url := "http://" + c.ep.health + "/"
 	client := &http.Client{Timeout: time.Second}
@@ -256,7 +256,7 @@ func (c *collector) waitHealthy(t *testing.T, timeout time.Duration) {
 
 // terminate sends SIGTERM and waits for the exit; a collector that does not
 // exit within 30 s is killed and the test fails.
-func (c *collector) terminate(t *testing.T) error {
+func (c *collector) terminate(t testing.TB) error {
 	c.stopped = true
 	select {
 	case <-c.exited:
@@ -277,7 +277,7 @@ func (c *collector) terminate(t *testing.T) error {
 
 // stop shuts the collector down with SIGTERM, which drains the exporter's
 // queue, and fails the test unless it exits with status 0.
-func (c *collector) stop(t *testing.T) {
+func (c *collector) stop(t testing.TB) {
 	t.Helper()
 	if err := c.terminate(t); err != nil {
 		t.Fatalf("collector exited uncleanly after SIGTERM: %v", err)

@@ -77,8 +77,9 @@ type Config struct {
 	// a shard_key column written in this mode only; see docs/citus.md).
 	// Default "".
 	Distribution string `mapstructure:"distribution"`
-	// indexes keeps the index set that serves queries/ (recent errors, trace
-	// lookup, parent/child, logs of a trace, metric series). Default true;
+	// indexes keeps the index set that serves queries/ and the Jaeger
+	// extension (recent errors, trace lookup, parent/child, a service's
+	// spans over time, logs of a trace, metric series). Default true;
 	// false drops it (faster ingest, slower queries). Applied only with
 	// create_schema: true.
 	Indexes bool `mapstructure:"indexes"`

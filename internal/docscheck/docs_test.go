@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/postgrescopy/postgrescopy/exporter/postgrescopyexporter"
+	"github.com/postgrescopy/postgrescopy/extension/jaegerremotestorageextension"
 )
 
 var root = filepath.Join("..", "..")
@@ -310,8 +311,9 @@ func collectorConfigs(t *testing.T) map[string]string {
 // A config with a service section references only components it defines.
 func TestConfigExamplesLoad(t *testing.T) {
 	factory := postgrescopyexporter.NewFactory()
+	storageFactory := jaegerremotestorageextension.NewFactory()
 	own := topKeys()
-	validated := 0
+	validated, storageValidated := 0, 0
 	for where, text := range collectorConfigs(t) {
 		var raw map[string]any
 		if err := yaml.Unmarshal([]byte(resolveEnv(text)), &raw); err != nil {
@@ -349,9 +351,29 @@ func TestConfigExamplesLoad(t *testing.T) {
 			}
 			validated++
 		}
+		extensions, _ := raw["extensions"].(map[string]any)
+		for id, section := range extensions {
+			if id != "jaeger_remote_storage" && !strings.HasPrefix(id, "jaeger_remote_storage/") {
+				continue
+			}
+			m, _ := section.(map[string]any)
+			cfg := storageFactory.CreateDefaultConfig()
+			if err := confmap.NewFromStringMap(m).Unmarshal(cfg); err != nil {
+				t.Errorf("%s: extensions::%s does not load: %v", where, id, err)
+				continue
+			}
+			if err := confmap.Validate(cfg); err != nil {
+				t.Errorf("%s: extensions::%s is invalid: %v", where, id, err)
+				continue
+			}
+			storageValidated++
+		}
 		if service, ok := raw["service"].(map[string]any); ok {
 			checkService(t, where, raw, service)
 		}
+	}
+	if storageValidated < 1 {
+		t.Errorf("validated %d jaeger_remote_storage sections; the README shows one", storageValidated)
 	}
 	if validated < 5 {
 		t.Errorf("validated %d postgrescopy sections; the README alone shows four collector configs", validated)

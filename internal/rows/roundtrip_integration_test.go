@@ -3,19 +3,16 @@ package rows_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -64,17 +61,17 @@ func TestRoundTrip(t *testing.T) {
 
 	t.Run("traces", func(t *testing.T) {
 		got := readTraces(t, pool, name)
-		normTraces(tdWant)
+		rowstest.NormTraces(tdWant)
 		compareOTLP(t, tracesJSON(t, tdWant), tracesJSON(t, got))
 	})
 	t.Run("logs", func(t *testing.T) {
 		got := readLogs(t, pool, name)
-		normLogs(ldWant)
+		rowstest.NormLogs(ldWant)
 		compareOTLP(t, logsJSON(t, ldWant), logsJSON(t, got))
 	})
 	t.Run("metrics", func(t *testing.T) {
 		got := readMetrics(t, pool, name)
-		normMetrics(mdWant)
+		rowstest.NormMetrics(mdWant)
 		compareOTLP(t, metricsJSON(t, mdWant), metricsJSON(t, got))
 	})
 }
@@ -165,143 +162,6 @@ func migrate(t *testing.T, pool *pgxpool.Pool, name string) {
 	defer conn.Release()
 	_, err = schema.Migrate(ctx, conn.Conn(), name)
 	require.NoError(t, err)
-}
-
-// ---------------------------------------------------------------- stand-ins
-
-// cleanString is the documented text stand-in: NUL and each invalid UTF-8
-// byte become U+FFFD.
-func cleanString(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == 0 || (r == utf8.RuneError && size == 1) {
-			b.WriteRune(utf8.RuneError)
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
-// normValue applies the jsonb stand-ins: bytes as base64 strings, NaN and
-// the infinities as strings, strings cleaned.
-func normValue(v pcommon.Value) {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		v.SetStr(cleanString(v.Str()))
-	case pcommon.ValueTypeBytes:
-		v.SetStr(base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()))
-	case pcommon.ValueTypeDouble:
-		switch f := v.Double(); {
-		case math.IsNaN(f):
-			v.SetStr("NaN")
-		case math.IsInf(f, 1):
-			v.SetStr("Infinity")
-		case math.IsInf(f, -1):
-			v.SetStr("-Infinity")
-		}
-	case pcommon.ValueTypeMap:
-		normMap(v.Map())
-	case pcommon.ValueTypeSlice:
-		for _, e := range v.Slice().All() {
-			normValue(e)
-		}
-	}
-}
-
-func normMap(m pcommon.Map) {
-	old := pcommon.NewMap()
-	m.MoveTo(old)
-	for k, v := range old.All() {
-		nv := m.PutEmpty(cleanString(k))
-		v.CopyTo(nv)
-		normValue(nv)
-	}
-}
-
-func normScope(s pcommon.InstrumentationScope) {
-	s.SetName(cleanString(s.Name()))
-	s.SetVersion(cleanString(s.Version()))
-	normMap(s.Attributes())
-}
-
-func normTraces(td ptrace.Traces) {
-	for _, rs := range td.ResourceSpans().All() {
-		normMap(rs.Resource().Attributes())
-		for _, ss := range rs.ScopeSpans().All() {
-			normScope(ss.Scope())
-			for _, s := range ss.Spans().All() {
-				s.SetName(cleanString(s.Name()))
-				s.Status().SetMessage(cleanString(s.Status().Message()))
-				normMap(s.Attributes())
-				for _, ev := range s.Events().All() {
-					ev.SetName(cleanString(ev.Name()))
-					normMap(ev.Attributes())
-				}
-				for _, l := range s.Links().All() {
-					normMap(l.Attributes())
-				}
-			}
-		}
-	}
-}
-
-func normLogs(ld plog.Logs) {
-	for _, rl := range ld.ResourceLogs().All() {
-		normMap(rl.Resource().Attributes())
-		for _, sl := range rl.ScopeLogs().All() {
-			normScope(sl.Scope())
-			for _, l := range sl.LogRecords().All() {
-				l.SetSeverityText(cleanString(l.SeverityText()))
-				l.SetEventName(cleanString(l.EventName()))
-				normMap(l.Attributes())
-				normValue(l.Body())
-			}
-		}
-	}
-}
-
-func normMetrics(md pmetric.Metrics) {
-	for _, rm := range md.ResourceMetrics().All() {
-		normMap(rm.Resource().Attributes())
-		for _, sm := range rm.ScopeMetrics().All() {
-			normScope(sm.Scope())
-			for _, m := range sm.Metrics().All() {
-				m.SetDescription(cleanString(m.Description()))
-				normMap(m.Metadata())
-				points := func(attrs pcommon.Map, ex pmetric.ExemplarSlice) {
-					normMap(attrs)
-					for _, x := range ex.All() {
-						normMap(x.FilteredAttributes())
-					}
-				}
-				switch m.Type() {
-				case pmetric.MetricTypeGauge:
-					for _, dp := range m.Gauge().DataPoints().All() {
-						points(dp.Attributes(), dp.Exemplars())
-					}
-				case pmetric.MetricTypeSum:
-					for _, dp := range m.Sum().DataPoints().All() {
-						points(dp.Attributes(), dp.Exemplars())
-					}
-				case pmetric.MetricTypeHistogram:
-					for _, dp := range m.Histogram().DataPoints().All() {
-						points(dp.Attributes(), dp.Exemplars())
-					}
-				case pmetric.MetricTypeExponentialHistogram:
-					for _, dp := range m.ExponentialHistogram().DataPoints().All() {
-						points(dp.Attributes(), dp.Exemplars())
-					}
-				case pmetric.MetricTypeSummary:
-					for _, dp := range m.Summary().DataPoints().All() {
-						normMap(dp.Attributes())
-					}
-				}
-			}
-		}
-	}
 }
 
 // ---------------------------------------------------------------- decoding

@@ -8,9 +8,11 @@
 CREATE INDEX IF NOT EXISTS spans_errors_idx ON {{schema}}.spans_rows (start_time DESC) WHERE status_code = 'Error';
 -- A trace by id, and the parent/child join on (trace_id, parent_span_id = span_id).
 CREATE INDEX IF NOT EXISTS spans_trace_span_idx ON {{schema}}.spans_rows (trace_id, span_id);
--- No per-service index (since schema version 4): no query here filters by
--- service, and each is written for every row. An install whose own queries
--- filter by service adds it (README, Indexes).
+-- Spans of a service over time: the Jaeger storage extension's searches by
+-- service and time range, its list of services (a loose scan of the leading
+-- column) and of a service's operations (span_name and span_kind are
+-- included, so that list is an index-only scan).
+CREATE INDEX IF NOT EXISTS spans_service_start_idx ON {{schema}}.spans_rows (service_name, start_time) INCLUDE (span_name, span_kind);
 -- The logs of a trace.
 CREATE INDEX IF NOT EXISTS logs_trace_idx ON {{schema}}.logs_rows (trace_id) WHERE trace_id IS NOT NULL;
 -- A metric series over time.
