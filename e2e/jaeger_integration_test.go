@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -22,20 +21,10 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/testenv/ports"
 )
 
-// jaegerBinary is the Jaeger built by `make tools`. When that build could
-// not be done, it left its reason beside the binary, and the test skips
-// with it; a binary simply not built fails, as every missing tool does.
+// jaegerBinary is the Jaeger built by `make tools`; without it the test
+// fails, as every missing tool does.
 func jaegerBinary(t testing.TB) string {
 	t.Helper()
-	p := os.Getenv("POSTGRESCOPY_JAEGER")
-	if p == "" {
-		p = "../.bin/jaeger"
-	}
-	if _, err := os.Stat(p); err != nil {
-		if why, rerr := os.ReadFile(p + ".unavailable"); rerr == nil {
-			t.Skipf("no Jaeger to run: %s", strings.TrimSpace(string(why)))
-		}
-	}
 	return tool(t, "POSTGRESCOPY_JAEGER", "../.bin/jaeger", "make tools")
 }
 
