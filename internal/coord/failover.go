@@ -161,7 +161,7 @@ func (rs *Runtime) decideSuspects(ctx context.Context, sig string, s *Stream, su
 // sentinel) and then the promoted replica again: the known epoch back means
 // the stream was not lost, and the entries this collector added meanwhile
 // are looked up as after any change of server.
-const epochTicks = 3
+const epochTicks = 2
 
 // epochChange is a stream whose epoch differs from the one known, not yet
 // decided.
