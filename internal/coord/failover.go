@@ -102,15 +102,8 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, who
 	wholesale = wholesale || (known != "" && seen.epoch != epoch)
 	if sus != nil {
 		sus.ticks++
-		if sus.ticks >= 2 && time.Since(sus.since) >= FailoverGrace {
-			if lost, ok := rs.missing(ctx, s, sus.entries); ok {
-				rs.mu.Lock()
-				delete(rs.suspects, stream)
-				rs.mu.Unlock()
-				if len(lost) > 0 {
-					rs.reportFailoverLoss(ctx, sig, stream, lost, sus.from, sus.to)
-				}
-			}
+		if sus.ticks >= 2 && rs.now().Sub(sus.since) >= FailoverGrace {
+			rs.decideSuspects(ctx, sig, s, sus)
 		}
 	}
 	node, err := s.Node(ctx)
@@ -138,9 +131,113 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, who
 	rs.mu.Lock()
 	rs.nodes[stream] = nodeSeen{node, epoch}
 	if len(suspects) > 0 {
-		rs.suspects[stream] = &failoverSuspects{entries: suspects, from: known, to: node, since: time.Now()}
+		rs.suspects[stream] = &failoverSuspects{entries: suspects, from: known, to: node, since: rs.now()}
 	}
 	rs.mu.Unlock()
+}
+
+// decideSuspects looks sus up again and reports those still neither in the
+// stream nor in the ledger; a failed look-up leaves them for the next tick.
+func (rs *Runtime) decideSuspects(ctx context.Context, sig string, s *Stream, sus *failoverSuspects) {
+	lost, ok := rs.missing(ctx, s, sus.entries)
+	if !ok {
+		return
+	}
+	stream := s.Name()
+	rs.mu.Lock()
+	if rs.suspects[stream] == sus {
+		delete(rs.suspects, stream)
+	}
+	rs.mu.Unlock()
+	if len(lost) > 0 {
+		rs.reportFailoverLoss(ctx, sig, stream, lost, sus.from, sus.to)
+	}
+}
+
+// epochTicks is how many maintenance ticks, and at least FailoverGrace, a
+// stream's epoch must stay changed or missing before the stream is counted
+// lost whole. While a Sentinel failover settles, the client may reach a
+// server without the stream (the old primary back empty, still named by a
+// sentinel) and then the promoted replica again: the known epoch back means
+// the stream was not lost, and the entries this collector added meanwhile
+// are looked up as after any change of server.
+const epochTicks = 2
+
+// epochChange is a stream whose epoch differs from the one known, not yet
+// decided.
+type epochChange struct {
+	since time.Time
+	ticks int
+	// last is the backlog last seen with the known epoch: the estimate
+	// if the stream turns out lost.
+	last Stats
+	// node is the server last seen without the known epoch.
+	node string
+	// counted: the entry count reported the loss exactly meanwhile.
+	counted bool
+}
+
+// epochState is what settleEpoch made of a stream's epoch.
+type epochState int
+
+const (
+	epochSteady    epochState = iota // the known epoch, or none known yet
+	epochUnsettled                   // changed lately: nothing decided, the audit waits
+	epochLost                        // changed for good: reported lost whole
+)
+
+// settleEpoch compares the epoch st read with the one known. A change is
+// held for epochTicks ticks and FailoverGrace, without touching the epochs,
+// the adds remembered or the servers seen; the known epoch back within that
+// ends it (the audit then looks up the adds since, from the server that
+// lacked it); a change that lasts is reported as the stream lost whole, with
+// the backlog last seen with the known epoch unless counted (the entry count
+// reported it exactly).
+func (rs *Runtime) settleEpoch(ctx context.Context, sig string, s *Stream, known string, st Stats, counted bool) epochState {
+	stream := s.Name()
+	rs.mu.Lock()
+	ch := rs.unsettled[stream]
+	if known == "" || st.Epoch == known {
+		delete(rs.unsettled, stream)
+		if ch != nil {
+			rs.nodes[stream] = nodeSeen{runID: ch.node, epoch: known}
+		}
+		rs.mu.Unlock()
+		if ch != nil {
+			rs.logger.Info("the Redis server holding a stream has its epoch again: a server without the stream answered for a while "+
+				"(a failover settling); the stream was not lost, the entries added meanwhile are looked up",
+				zap.String("redis", rs.addr), zap.String("stream", stream), zap.String("without_it_run_id", ch.node), zap.Int("checks", ch.ticks))
+		}
+		return epochSteady
+	}
+	if ch == nil {
+		ch = &epochChange{since: rs.now(), last: rs.stats[stream].Stats, node: "unknown"}
+		rs.unsettled[stream] = ch
+	}
+	ch.ticks++
+	ch.counted = ch.counted || counted
+	due := ch.ticks >= epochTicks && rs.now().Sub(ch.since) >= FailoverGrace
+	if due {
+		delete(rs.unsettled, stream)
+	}
+	sus := rs.suspects[stream]
+	rs.mu.Unlock()
+	if !due {
+		if node, err := s.Node(ctx); err == nil {
+			rs.mu.Lock()
+			ch.node = node
+			rs.mu.Unlock()
+		}
+		return epochUnsettled
+	}
+	// Entries found missing after an earlier change of server waited
+	// longer than their grace: decided before the stream's adds are
+	// forgotten.
+	if sus != nil {
+		rs.decideSuspects(ctx, sig, s, sus)
+	}
+	rs.lost(ctx, sig, stream, known, st, ch.last, ch.counted)
+	return epochLost
 }
 
 // missing returns the entries of es neither in the stream nor, by their

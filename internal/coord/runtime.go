@@ -107,6 +107,11 @@ type Runtime struct {
 	recent   map[string]*recentAdds
 	nodes    map[string]nodeSeen
 	suspects map[string]*failoverSuspects
+	// unsettled holds the streams whose epoch changed or vanished lately,
+	// not yet decided lost (settleEpoch).
+	unsettled map[string]*epochChange
+	// now is the clock of the failover audit's waits (a test's own).
+	now func() time.Time
 	// durability as last read; durabilityRead once it was.
 	durability     Durability
 	durabilityRead bool
@@ -120,14 +125,16 @@ func NewRuntime(cl *Client, cfg Config, logger *zap.Logger, rec Recorder, ledger
 	rs := &Runtime{
 		cfg: cfg, cl: cl, rdb: cl.rdb, addr: cl.where, consumer: cfg.Consumer, logger: logger,
 		rec: rec, ledger: ledger, newWorker: newWorker,
-		adders:   map[string][]*Stream{},
-		shards:   map[string][]*Stream{},
-		stats:    map[string]shardStats{},
-		epochs:   map[string]string{},
-		recent:   map[string]*recentAdds{},
-		nodes:    map[string]nodeSeen{},
-		suspects: map[string]*failoverSuspects{},
-		done:     make(chan struct{}),
+		adders:    map[string][]*Stream{},
+		shards:    map[string][]*Stream{},
+		stats:     map[string]shardStats{},
+		epochs:    map[string]string{},
+		recent:    map[string]*recentAdds{},
+		nodes:     map[string]nodeSeen{},
+		suspects:  map[string]*failoverSuspects{},
+		unsettled: map[string]*epochChange{},
+		now:       time.Now,
+		done:      make(chan struct{}),
 	}
 	if rs.consumer == "" {
 		rs.consumer = defaultConsumerName()
@@ -300,16 +307,15 @@ func (rs *Runtime) ensure(ctx context.Context, s *Stream) error {
 }
 
 // lost records that the epoch known, read before st, is gone, and reports
-// the loss with the backlog last seen unless counted says that the entry
-// count reported it exactly.
-func (rs *Runtime) lost(ctx context.Context, sig, stream, known string, st Stats, counted bool) {
+// the loss with last, the backlog last seen with it, unless counted says
+// that the entry count reported it exactly.
+func (rs *Runtime) lost(ctx context.Context, sig, stream, known string, st, last Stats, counted bool) {
 	rs.mu.Lock()
 	if rs.epochs[stream] != known {
 		rs.mu.Unlock()
 		return
 	}
 	rs.epochs[stream] = st.Epoch
-	last := rs.stats[stream].Stats
 	rs.mu.Unlock()
 	if !counted {
 		rs.reportLoss(ctx, sig, stream, last)
@@ -422,15 +428,15 @@ func (rs *Runtime) checkShard(ctx context.Context, sig string, s *Stream) error 
 	if vanished > 0 {
 		rs.reportVanished(ctx, sig, stream, vanished)
 	}
-	// Before the first group creation (Redis unreachable at start)
-	// there is nothing to compare with: the workers create it. A new epoch
-	// with the count intact was reported exactly above; without it (Redis
-	// lost every key) the backlog last seen is the estimate.
-	wholesale := known != "" && st.Epoch != known
-	if wholesale {
-		rs.lost(ctx, sig, stream, known, st, vanished > 0)
+	// A changed or vanished epoch is decided only once it lasted
+	// (settleEpoch); meanwhile the failover audit waits, its adds and
+	// suspects kept.
+	switch rs.settleEpoch(ctx, sig, s, known, st, vanished > 0) {
+	case epochLost:
+		rs.auditFailover(ctx, sig, s, true)
+	case epochSteady:
+		rs.auditFailover(ctx, sig, s, vanished > 0)
 	}
-	rs.auditFailover(ctx, sig, s, wholesale || vanished > 0)
 	rs.mu.Lock()
 	rs.stats[stream] = shardStats{sig: sig, Stats: st}
 	rs.mu.Unlock()
@@ -478,6 +484,6 @@ func (rs *Runtime) Enqueue(ctx context.Context, signal, key, format string, payl
 		}
 		return fmt.Errorf("%s: %w", rs.addr, rs.cl.redact(rs.cl.explain(err, mem)))
 	}
-	rs.recent[s.Name()].add(addedEntry{id: id, key: key, items: items, at: time.Now()})
+	rs.recent[s.Name()].add(addedEntry{id: id, key: key, items: items, at: rs.now()})
 	return nil
 }

@@ -1,0 +1,286 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// The loss audit driven check by check: each maintenance tick is one
+// checkShard call against the server the client would reach then, and the
+// audit's clock is the test's, so what is decided depends on the servers'
+// state and the ticks only, never on how fast the machine is.
+
+// committedKeys is the PostgreSQL ledger as the audit reads it: the request
+// keys committed.
+type committedKeys struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (l *committedKeys) commit(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.keys[key] = true
+}
+
+func (l *committedKeys) Committed(_ context.Context, _ string, keys []string) (map[string]bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]bool{}
+	for _, k := range keys {
+		if l.keys[k] {
+			out[k] = true
+		}
+	}
+	return out, nil
+}
+
+// lossReports are the runtime's Lost calls: the entries of each.
+type lossReports struct {
+	mu      sync.Mutex
+	entries []int64
+}
+
+func (r *lossReports) Lost(_ context.Context, _ string, entries int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.entries = append(r.entries, entries)
+}
+
+func (r *lossReports) all() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int64(nil), r.entries...)
+}
+
+// auditClock is the audit's clock, moved by the test only.
+type auditClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *auditClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *auditClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// auditBench is one runtime's audit of the traces stream under prefix,
+// without its loops: the test calls each check.
+type auditBench struct {
+	t      *testing.T
+	rs     *Runtime
+	keys   Keys
+	rec    *lossReports
+	ledger *committedKeys
+	clock  *auditClock
+	logs   *observer.ObservedLogs
+	n      int // requests enqueued
+}
+
+// auditStatsEvery stands for redis::stats_every between two checks.
+const auditStatsEvery = 100 * time.Millisecond
+
+func newAuditBench(t *testing.T, first *redis.Client) *auditBench {
+	core, logs := observer.New(zapcore.InfoLevel)
+	b := &auditBench{
+		t: t, keys: ShardKeys("audit", "traces", 0), rec: &lossReports{}, ledger: &committedKeys{keys: map[string]bool{}},
+		clock: &auditClock{t: time.Unix(1_800_000_000, 0)}, logs: logs,
+	}
+	cl := &Client{rdb: first, where: "test"}
+	b.rs = NewRuntime(cl, Config{KeyPrefix: "audit", Signals: []string{"traces"}, Shards: 1, Workers: 1, StatsEvery: auditStatsEvery},
+		zap.New(core), b.rec, b.ledger, nil)
+	b.rs.now = b.clock.now
+	b.rs.recent[b.keys.Stream] = &recentAdds{}
+	s := b.on(first)
+	require.NoError(t, b.rs.ensure(context.Background(), s))
+	return b
+}
+
+// on is the traces stream as reached through rdb.
+func (b *auditBench) on(rdb *redis.Client) *Stream {
+	return NewStream(rdb, b.keys, Bounds{}, "audit-test")
+}
+
+// enqueue acknowledges n requests of 20 spans through rdb, as Enqueue does
+// when the client reaches that server, and returns their keys.
+func (b *auditBench) enqueue(rdb *redis.Client, n int) []string {
+	b.rs.adders["traces"] = []*Stream{b.on(rdb)}
+	var keys []string
+	for range n {
+		key := "req-" + strconv.Itoa(b.n)
+		b.n++
+		require.NoError(b.t, b.rs.Enqueue(context.Background(), "traces", key, "test", []byte("payload"), 20))
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+// check is one maintenance tick reaching rdb.
+func (b *auditBench) check(rdb *redis.Client) {
+	require.NoError(b.t, b.rs.checkShard(context.Background(), "traces", b.on(rdb)))
+	b.clock.advance(auditStatsEvery)
+}
+
+// errors are the Error logs said so far.
+func (b *auditBench) errors() []observer.LoggedEntry {
+	return b.logs.FilterLevelExact(zapcore.ErrorLevel).All()
+}
+
+func (b *auditBench) said() string {
+	var lines []string
+	for _, e := range b.logs.All() {
+		lines = append(lines, fmt.Sprintf("%s %s %v", e.Level, e.Message, e.ContextMap()))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// promote makes replica a copy of primary's data, then a primary of its own
+// (Sentinel's promotion): the stream with its epoch and the entries it had
+// received, on a server with another run id.
+func promote(t *testing.T, replica, primary *redis.Client, keys Keys) {
+	ctx := context.Background()
+	host, port, ok := strings.Cut(primary.Options().Addr, ":")
+	require.True(t, ok)
+	require.NoError(t, replica.Do(ctx, "REPLICAOF", host, port).Err())
+	want, err := primary.XLen(ctx, keys.Stream).Result()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := replica.Info(ctx, "replication").Result()
+		n, _ := replica.XLen(ctx, keys.Stream).Result()
+		return err == nil && strings.Contains(info, "master_link_status:up") && n == want
+	}, 10*time.Second, 10*time.Millisecond, "the replica does not receive the stream")
+	require.NoError(t, replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err())
+}
+
+// failoverWithReturn plays a Sentinel failover in which the old primary
+// comes back empty and the client reaches it for two checks before it
+// settles on the promoted replica: primary holds 6 requests, the replica
+// receives them and is promoted, lagging requests reach the primary only,
+// during meanwhile reach the empty old primary, of which committed are
+// flushed from it. It returns the bench after enough checks for every wait
+// of the audit to have ended.
+func failoverWithReturn(t *testing.T, lagging, during, committed int) *auditBench {
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	// The full sync starts at once (its default waits 5s for more replicas).
+	primary := throwawayRedis(t, append(volatile, "--repl-diskless-sync-delay", "0")...)
+	replica, restarted := throwawayRedis(t, volatile...), throwawayRedis(t, volatile...)
+	b := newAuditBench(t, primary)
+	b.enqueue(primary, 6)
+	b.check(primary)
+	b.check(primary)
+	promote(t, replica, primary, b.keys)
+	b.enqueue(primary, lagging)
+
+	b.check(replica) // the client follows the promoted replica
+	// A sentinel still names the old primary's address, where it is back
+	// empty: two checks reach it, and the stream is not there.
+	for _, key := range b.enqueue(restarted, during)[:committed] {
+		b.ledger.commit(key)
+	}
+	b.check(restarted)
+	b.check(restarted)
+	assert.Empty(t, b.rec.all(), "a loss decided while the failover settles:\n%s", b.said())
+	// Settled on the promoted replica, for longer than every wait.
+	b.check(replica)
+	b.clock.advance(FailoverGrace)
+	for range epochTicks + 2 {
+		b.check(replica)
+	}
+	return b
+}
+
+// TestLossAuditFailoverSettlingIsNoLoss: with min_replicas every
+// acknowledged entry is on the promoted replica; a server without the
+// stream answering for two checks while the failover settles (the old
+// primary back empty, still named by a sentinel) is no loss, and nothing may
+// say one.
+func TestLossAuditFailoverSettlingIsNoLoss(t *testing.T) {
+	b := failoverWithReturn(t, 0, 0, 0)
+	assert.Empty(t, b.rec.all(), "a loss counted where nothing was lost:\n%s", b.said())
+	assert.Empty(t, b.errors(), "an Error where nothing was lost:\n%s", b.said())
+	assert.NotEmpty(t, b.logs.FilterMessageSnippet("server holding a stream changed").All(), "the failover went unnoticed")
+}
+
+// TestLossAuditFailoverSettlingMeasuresTheLoss: without min_replicas what
+// the primary acknowledged and the replica lacked is lost, and so is what
+// the empty old primary acknowledged while it answered, unless it was
+// flushed from there: reported once, exactly, as a failover's loss, and the
+// stream not reported lost whole.
+func TestLossAuditFailoverSettlingMeasuresTheLoss(t *testing.T) {
+	const lagging, during, committed = 4, 3, 1
+	b := failoverWithReturn(t, lagging, during, committed)
+	want := int64(lagging + during - committed)
+	assert.Equal(t, []int64{want}, b.rec.all(), "one loss, counted exactly:\n%s", b.said())
+	failover := b.logs.FilterMessageSnippet("Redis lost entries in a failover").All()
+	require.Len(t, failover, 1, b.said())
+	assert.Equal(t, want, failover[0].ContextMap()["lost_entries"])
+	assert.Equal(t, 20*want, failover[0].ContextMap()["lost_items"])
+	assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost the stream").All(), "the stream was not lost:\n%s", b.said())
+}
+
+// TestLossAuditStreamLostAfterTicksAndGrace: a stream whose epoch stays
+// gone (a restart without persistence) is reported lost whole once it has
+// been missing for epochTicks checks and FailoverGrace, not before, with the
+// backlog last seen with its epoch; once, and not again as a failover's
+// loss.
+func TestLossAuditStreamLostAfterTicksAndGrace(t *testing.T) {
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	before, after := throwawayRedis(t, volatile...), throwawayRedis(t, volatile...)
+	b := newAuditBench(t, before)
+	b.enqueue(before, 4)
+	b.check(before)
+	b.check(before)
+
+	// Many checks in little time: not yet.
+	for range 3 * epochTicks {
+		b.check(after)
+	}
+	require.Empty(t, b.rec.all(), "decided before FailoverGrace:\n%s", b.said())
+	// The grace over, but counted in checks since it restarted: not yet
+	// either.
+	b2 := newAuditBench(t, before)
+	b2.check(before)
+	b2.check(after)
+	b2.clock.advance(2 * FailoverGrace)
+	for range epochTicks - 2 {
+		b2.check(after)
+	}
+	require.Empty(t, b2.rec.all(), "decided before epochTicks checks:\n%s", b2.said())
+	b2.check(after)
+	assert.Len(t, b2.rec.all(), 1, "decided after epochTicks checks and FailoverGrace:\n%s", b2.said())
+
+	b.clock.advance(FailoverGrace)
+	b.check(after)
+	assert.Equal(t, []int64{4}, b.rec.all(), "the backlog last seen:\n%s", b.said())
+	lost := b.logs.FilterMessageSnippet("Redis lost the stream").All()
+	require.Len(t, lost, 1)
+	assert.EqualValues(t, 4, lost[0].ContextMap()["last_seen_entries"])
+	for range epochTicks + 2 {
+		b.check(after)
+	}
+	b.clock.advance(FailoverGrace)
+	for range epochTicks + 2 {
+		b.check(after)
+	}
+	assert.Len(t, b.rec.all(), 1, "reported once:\n%s", b.said())
+	assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost entries in a failover").All())
+}
