@@ -55,7 +55,7 @@ var notImported = map[string][]string{
 }
 
 // testOnly are packages for tests, the bench and the soak alone.
-var testOnly = []string{"internal/testenv/pgtest", "internal/testenv/pgbouncer", "internal/testenv/pglocal", "internal/testenv/tcpproxy", "internal/testenv/redistest", "internal/rows/rowstest", "internal/docscheck"}
+var testOnly = []string{"internal/testenv/pgtest", "internal/testenv/pgbouncer", "internal/testenv/pglocal", "internal/testenv/tcpproxy", "internal/testenv/pgcount", "internal/testenv/redistest", "internal/rows/rowstest", "internal/docscheck"}
 
 type pkg struct {
 	imports, deps []string
