@@ -19,8 +19,8 @@ type Transaction struct {
 	// RoundTrips are the messages of the transaction after which the client
 	// waited for the server: its BEGIN's to its COMMIT's.
 	RoundTrips int
-	// Statements are the SQL texts sent, in order: a simple query's whole
-	// text, an extended-protocol Parse's statement.
+	// Statements are the SQL texts run, in order: a simple query's whole
+	// text, the prepared statement of an extended-protocol Bind.
 	Statements []string
 }
 
@@ -155,7 +155,8 @@ type session struct {
 	pending []byte // an incomplete message's bytes
 	skip    int    // bytes of a message being skipped (copy data)
 
-	stmts []string // sent since the last round trip
+	stmts    []string          // sent since the last round trip
+	prepared map[string]string // statement texts by name ("": the unnamed one)
 	inTx  bool
 	tx    Transaction
 }
@@ -229,8 +230,18 @@ func (s *session) message(typ byte, msg []byte) {
 		s.stmts = append(s.stmts, cstring(msg))
 		s.roundTrip()
 	case 'P':
+		// Recorded when bound: a statement prepared once runs by name.
 		if i := bytes.IndexByte(msg, 0); i >= 0 {
-			s.stmts = append(s.stmts, cstring(msg[i+1:]))
+			if s.prepared == nil {
+				s.prepared = map[string]string{}
+			}
+			s.prepared[string(msg[:i])] = cstring(msg[i+1:])
+		}
+	case 'B':
+		if i := bytes.IndexByte(msg, 0); i >= 0 {
+			if q, ok := s.prepared[cstring(msg[i+1:])]; ok {
+				s.stmts = append(s.stmts, q)
+			}
 		}
 	case 'S':
 		s.roundTrip()
