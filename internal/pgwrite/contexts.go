@@ -22,12 +22,14 @@ import (
 // context its rows reference (rows.Batch writes it, an entry holds it like
 // any table). They are not copied: a context is usually committed already,
 // and COPY cannot skip a duplicate key. The writer inserts those it has not
-// seen committed, with INSERT ... ON CONFLICT DO NOTHING, in the batch's
-// transaction, so a row is never committed without its context; it
-// remembers the ids once the transaction commits, never before (a rolled
-// back insert must be inserted again by the next batch). Ids are inserted in
-// ascending order: two replicas inserting the same new contexts wait for
-// each other instead of deadlocking.
+// seen committed, with INSERT ... ON CONFLICT DO NOTHING, committed before
+// the batch's rows: in a transaction of their own on the fast path
+// (flushtx.go), first in the batch's transaction on the isolating one. A row
+// is thus never committed without its context. The writer remembers the ids
+// once they are committed, never before (a rolled back insert must be
+// inserted again by the next batch). Ids are inserted in ascending order:
+// two replicas inserting the same new contexts wait for each other instead
+// of deadlocking.
 
 // contextOIDs are the parameter types of a context row, in column order.
 var contextOIDs = []uint32{2950 /* uuid */, 25, 25, 3802 /* jsonb */, 3802, 23 /* int4 */, 23, 25, 25}

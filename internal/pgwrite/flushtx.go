@@ -13,13 +13,21 @@ import (
 
 // A write's transaction in two round trips. Everything a flush does before
 // its COPYs (BEGIN, SET LOCAL work_mem, the ledger's and the quarantine's
-// inserts, the context dictionary's inserts, and the partition claims) goes
-// in one pipeline with one Sync: the server runs it in order and stops at
-// the first error, which leaves the transaction aborted and nothing of the
-// batch written. Then the COPYs, the last one sent with COMMIT in the same
-// message (COPY cannot be pipelined: the server must start the copy before
-// it reads the data). A batch of one table thus waits for the server twice,
-// whatever the statements it needs; each table more adds one COPY.
+// inserts, and the partition claims) goes in one pipeline with one Sync: the
+// server runs it in order and stops at the first error, which leaves the
+// transaction aborted and nothing of the batch written. Then the COPYs, the
+// last one sent with COMMIT in the same message (COPY cannot be pipelined:
+// the server must start the copy before it reads the data). A batch of one
+// table thus waits for the server twice, whatever the statements it needs;
+// each table more adds one COPY.
+//
+// Contexts not known committed are inserted before, in a transaction of
+// their own (one round trip more, for the few batches that carry a new
+// context): inside the batch's, an insert of a context that a concurrent
+// flush (another signal's, another replica's) is inserting too waits until
+// that flush commits, all its COPYs included. Committed first, a row is
+// still never committed without its context, and the AI spend capture,
+// which reads the contexts of the spans it copies, finds them.
 
 // tableCopy is one table's COPY in a write.
 type tableCopy struct {
@@ -41,7 +49,7 @@ func (c tableCopy) partition() string {
 // flushTx is one write's transaction.
 type flushTx struct {
 	w        *Writer
-	ids      [][16]byte // contexts inserted, remembered once committed
+	ids      [][16]byte // contexts inserted, remembered once committed (before the batch's transaction)
 	contexts []contextInsert
 	copies   []tableCopy
 }
@@ -63,6 +71,16 @@ func (f *flushTx) run(ctx context.Context, l *Ledger) error {
 	// the pool on release rather than reused.
 	defer conn.Release()
 	pc := conn.Conn().PgConn()
+	if len(f.contexts) > 0 {
+		b := &pgconn.Batch{}
+		for _, in := range f.contexts {
+			b.ExecParams(in.sql, in.params, in.oids, in.formats, nil)
+		}
+		if _, err := pc.ExecBatch(ctx, b).ReadAll(); err != nil {
+			return contextsError(err)
+		}
+		w.known.add(f.ids)
+	}
 	err = f.send(ctx, conn.Conn(), pc, l)
 	if err != nil && !pc.IsClosed() && pc.TxStatus() != 'I' {
 		// Best effort: when it fails the pool closes the connection.
@@ -104,9 +122,6 @@ func (f *flushTx) send(ctx context.Context, conn *pgx.Conn, pc *pgconn.PgConn, l
 				return fmt.Errorf("store %d unreadable entries in %s: %w", n, QuarantineTable, err)
 			}, w.quarantineInsertSQL(), params, oids, formats)
 		}
-	}
-	for _, in := range f.contexts {
-		queue("contexts", contextsError, in.sql, in.params, in.oids, in.formats)
 	}
 	for k := range f.copies {
 		c := &f.copies[k]

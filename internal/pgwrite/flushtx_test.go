@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,29 +21,16 @@ import (
 )
 
 // TestFlushRoundTrips: a flush of one table, with everything its
-// transaction can hold (work_mem, the ledger, quarantined entries, new
-// contexts, a partition claim), waits for the server twice: once for the
-// statements before the COPY, once for the COPY and its COMMIT. Each table
-// more adds one. A ledger conflict costs no COPY. What it writes is what a
-// write of the same rows always wrote.
+// transaction can hold (work_mem, the ledger, quarantined entries, a
+// partition claim), waits for the server twice: once for the statements
+// before the COPY, once for the COPY and its COMMIT. New contexts add one
+// round trip, before the transaction; each table more adds one. A ledger
+// conflict costs no COPY. What it writes is what a write of the same rows
+// always wrote.
 func TestFlushRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	admin := pgtest.Pool(t)
-	name := pgtest.Schema(t, admin)
-	layout, err := tables.NewLayout(tables.GenAI())
-	require.NoError(t, err)
-	conn, err := admin.Acquire(ctx)
-	require.NoError(t, err)
-	_, err = schema.Migrate(ctx, conn.Conn(), name)
-	if err == nil {
-		err = schema.AddColumns(ctx, conn.Conn(), name, schema.PromotedColumns(layout))
-	}
-	conn.Release()
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "SELECT "+pgx.Identifier{name, "postgrescopy_ai_configure"}.Sanitize()+"('[]', NULL)")
-	require.NoError(t, err)
-	_, err = schema.Maintain(ctx, admin, name, schema.Partitioning{Interval: time.Hour, Premake: 2})
-	require.NoError(t, err)
+	name, layout := routedSchema(t, admin)
 
 	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	require.NoError(t, err)
@@ -90,11 +78,13 @@ func TestFlushRoundTrips(t *testing.T) {
 	res, err := w.WriteEntries(ctx, &s, l)
 	require.NoError(t, err)
 	require.Equal(t, "spans_p"+hour.Format("20060102_1504"), res[0].Partition, "routed")
+	require.Equal(t, 3, proxy.RoundTrips(), "the new contexts, then the transaction")
 	tx := only("entries")
 	require.Equal(t, 2, tx.RoundTrips, "one table: %q", tx.Statements)
-	for _, want := range []string{"work_mem", "ledger", "quarantine", "contexts", "LOCK TABLE", "COPY"} {
+	for _, want := range []string{"work_mem", "ledger", "quarantine", "LOCK TABLE", "COPY"} {
 		require.True(t, tx.Has(want), "%s in the flush: %q", want, tx.Statements)
 	}
+	require.False(t, tx.Has(`"contexts"`), "contexts are committed before: %q", tx.Statements)
 	require.EqualValues(t, 40, pgtest.Count(t, admin, name, "spans"))
 	require.EqualValues(t, 1, pgtest.Count(t, admin, name, QuarantineTable))
 	require.EqualValues(t, 2, pgtest.Count(t, admin, name, "ledger"))
@@ -103,9 +93,11 @@ func TestFlushRoundTrips(t *testing.T) {
 	// sent, and the transaction is rolled back.
 	_, err = w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"1-0"}})
 	require.ErrorIs(t, err, ErrAlreadyCommitted)
+	total := proxy.RoundTrips()
 	tx = only("conflict")
 	require.False(t, tx.Has("COPY"), "%q", tx.Statements)
 	require.LessOrEqual(t, tx.RoundTrips, 2, "%q", tx.Statements)
+	require.Equal(t, tx.RoundTrips, total, "contexts known committed are not inserted again")
 	require.EqualValues(t, 40, pgtest.Count(t, admin, name, "spans"))
 
 	// A batch of two tables: one round trip more, for the second COPY.
@@ -116,8 +108,10 @@ func TestFlushRoundTrips(t *testing.T) {
 	res, err = w.WriteLedgered(ctx, &b, &Ledger{Stream: "st", IDs: []string{"3-0"}})
 	require.NoError(t, err)
 	require.Len(t, res, 2)
+	total = proxy.RoundTrips()
 	tx = only("two tables")
 	require.Equal(t, 3, tx.RoundTrips, "%q", tx.Statements)
+	require.Equal(t, 4, total, "the logs' new context, then the transaction")
 	require.EqualValues(t, 45, pgtest.Count(t, admin, name, "spans"))
 	require.EqualValues(t, 3, pgtest.Count(t, admin, name, "logs"))
 
@@ -127,4 +121,63 @@ func TestFlushRoundTrips(t *testing.T) {
 		WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()
 		AND query ILIKE '%`+name+`%'`).Scan(&open))
 	require.Zero(t, open)
+}
+
+// routedSchema makes a schema as the exporter does with the genai preset,
+// with hourly partitions around now: spans are routed into them.
+func routedSchema(t *testing.T, pool *pgxpool.Pool) (string, *tables.Layout) {
+	t.Helper()
+	ctx := context.Background()
+	name := pgtest.Schema(t, pool)
+	layout, err := tables.NewLayout(tables.GenAI())
+	require.NoError(t, err)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = schema.Migrate(ctx, conn.Conn(), name)
+	if err == nil {
+		err = schema.AddColumns(ctx, conn.Conn(), name, schema.PromotedColumns(layout))
+	}
+	conn.Release()
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SELECT "+pgx.Identifier{name, "postgrescopy_ai_configure"}.Sanitize()+"('[]', NULL)")
+	require.NoError(t, err)
+	_, err = schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: time.Hour, Premake: 2})
+	require.NoError(t, err)
+	return name, layout
+}
+
+// TestFirstWritesRouted: the first writes of a writer, started together (a
+// collector's first flush of every signal), all wait for the partitions'
+// first list: none goes through spans_rows.
+func TestFirstWritesRouted(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	name, layout := routedSchema(t, pool)
+	hour := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	for round := range 3 {
+		w := NewLayoutWriter(pool, name, layout)
+		const n = 6
+		parts := make(chan string, n)
+		var wg sync.WaitGroup
+		for k := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var b rows.Batch
+				b.SetLayout(layout)
+				b.AddTraces(aiCalls(10, hour.Add(time.Duration(round*n+k)*time.Minute)))
+				res, err := w.Write(ctx, &b)
+				if err != nil {
+					parts <- err.Error()
+					return
+				}
+				parts <- res[0].Partition
+			}()
+		}
+		wg.Wait()
+		close(parts)
+		for p := range parts {
+			require.Equal(t, "spans_p"+hour.Format("20060102_1504"), p, "round %d", round)
+		}
+	}
 }

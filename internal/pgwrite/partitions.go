@@ -116,6 +116,8 @@ type partitions struct {
 	byTable map[string][]partition // sorted by lo
 	read    time.Time              // when byTable was read; zero: to be read
 	reading bool
+	done    chan struct{} // closed when the read in progress ends
+	listed  bool          // a read succeeded once
 }
 
 func newPartitions(schemaName string, layout *tables.Layout) *partitions {
@@ -142,24 +144,39 @@ func (p *partitions) stale() {
 // partitionsTTL: through pool, before the write's transaction, so that
 // listing them can never fail a write. After an error (a server whose
 // catalog lacks a column the list reads) the previous list is kept, none
-// at first, until the next refresh.
+// at first, until the next refresh. Until a first list succeeded, a write
+// waits for the one in progress rather than go through the parent tables:
+// the first flushes of every signal start together, and a COPY through
+// spans_rows costs PostgreSQL much more per row than one into a partition.
 func (p *partitions) refresh(ctx context.Context, pool *pgxpool.Pool) {
 	p.mu.Lock()
-	read := !p.reading && time.Since(p.read) > partitionsTTL
-	if read {
-		p.reading = true
-	}
-	p.mu.Unlock()
-	if !read {
+	if p.reading {
+		done, wait := p.done, !p.listed
+		p.mu.Unlock()
+		if wait {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		}
 		return
 	}
+	if time.Since(p.read) <= partitionsTTL {
+		p.mu.Unlock()
+		return
+	}
+	p.reading = true
+	done := make(chan struct{})
+	p.done = done
+	p.mu.Unlock()
 	byTable, err := p.load(ctx, pool)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reading, p.read = false, time.Now()
 	if err == nil {
-		p.byTable = byTable
+		p.byTable, p.listed = byTable, true
 	}
+	close(done)
 }
 
 // of returns the routable partitions of store listed last, sorted.

@@ -209,7 +209,6 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 	if err := f.run(ctx, l); err != nil {
 		return nil, err
 	}
-	w.known.add(f.ids)
 	out := make([]TableResult, len(f.copies))
 	for k, c := range f.copies {
 		out[k] = TableResult{Table: w.names[c.table], Rows: c.rows, Bytes: c.size, Partition: c.partition()}
