@@ -157,8 +157,8 @@ type session struct {
 
 	stmts    []string          // sent since the last round trip
 	prepared map[string]string // statement texts by name ("": the unnamed one)
-	inTx  bool
-	tx    Transaction
+	inTx     bool
+	tx       Transaction
 }
 
 func (s *session) feed(b []byte) {
