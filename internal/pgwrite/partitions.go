@@ -44,42 +44,42 @@ import (
 // again with its bounds: the rows go into it only when it is still
 // routable and its range holds them, which the locks keep true until the
 // transaction ends (detaching or dropping a partition, or changing its
-// triggers, waits for them). Otherwise they go through the parent.
+// triggers, waits for them). Otherwise they go through the parent. The
+// claim travels in the pipeline that begins the transaction (flushtx.go),
+// and reads the partition by the oids the list found.
 
 // partitionsTTL is how long the partitions listed are used before the
 // catalog is read again: maintenance makes a partition ahead of time, so a
 // new one is routed to within this of its start.
 const partitionsTTL = 30 * time.Second
 
-// routableSQL is what makes a partition routable, over want (the stored
-// tables and their first column) in schema $1.
-const routableSQL = `
-FROM want
-JOIN pg_namespace ns ON ns.nspname = $1
-JOIN pg_class pr ON pr.relnamespace = ns.oid AND pr.relname = want.parent AND pr.relkind = 'p' AND NOT pr.relrowsecurity
-JOIN pg_partitioned_table pt ON pt.partrelid = pr.oid AND pt.partstrat = 'r' AND pt.partnatts = 1
-JOIN pg_attribute ka ON ka.attrelid = pr.oid AND ka.attnum = pt.partattrs[0] AND ka.attname = want.key
+// listSQL lists the routable partitions of the stored tables $2 of schema
+// $1, whose first columns are $3: parent name and oid, partition name and
+// oid. The checks on the parent's partition key are scalar subqueries, not
+// joins: planning a join of every catalog read costs more than a flush's
+// other statements take to run.
+const listSQL = `
+SELECT pr.relname, pr.oid, lf.relname, lf.oid
+FROM pg_class pr
 JOIN pg_inherits i ON i.inhparent = pr.oid AND NOT i.inhdetachpending
-JOIN pg_class lf ON lf.oid = i.inhrelid AND lf.relkind = 'r' AND NOT lf.relrowsecurity
-WHERE EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = pr.oid AND t.tgnewtable IS NOT NULL)
+JOIN pg_class lf ON lf.oid = i.inhrelid
+WHERE pr.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)
+  AND pr.relname = ANY($2::text[]) AND pr.relkind = 'p' AND NOT pr.relrowsecurity
+  AND lf.relkind = 'r' AND NOT lf.relrowsecurity
+  AND (SELECT pt.partstrat = 'r' AND pt.partnatts = 1 AND ka.attname = ($3::text[])[array_position($2::text[], pr.relname::text)]
+       FROM pg_partitioned_table pt JOIN pg_attribute ka ON ka.attrelid = pt.partrelid AND ka.attnum = pt.partattrs[0]
+       WHERE pt.partrelid = pr.oid)
+  AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = pr.oid AND t.tgnewtable IS NOT NULL)
   AND has_table_privilege(lf.oid, 'INSERT')
   AND ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
             WHERE t.tgrelid = pr.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)
     = ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
             WHERE t.tgrelid = lf.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)`
 
-const wantSQL = `WITH want(parent, key) AS (SELECT * FROM unnest($2::text[], $3::text[]))`
-
-// listSQL lists the routable partitions of the stored tables $2, whose
-// first columns are $3.
-const listSQL = wantSQL + `
-SELECT pr.relname, pr.oid, lf.relname, lf.oid` + routableSQL
-
 // claimSQL is the range of partition $2 (an oid, named $3) of stored table
 // $1 (an oid) when it is still routable (no row otherwise): read once both
-// are locked. By oid, from the rows the list found: the catalog lookups by
-// name and the want list of listSQL cost more to plan than the rest of a
-// flush's statements to run.
+// are locked, by the oids the list found (the partition key it checked
+// cannot change).
 const claimSQL = `
 SELECT b[1]::timestamptz, b[2]::timestamptz FROM (
 SELECT regexp_match(pg_get_expr(lf.relpartbound, lf.oid), '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') AS b
