@@ -2,12 +2,17 @@ package pgwrite
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -15,11 +20,11 @@ import (
 // its COPYs (BEGIN, SET LOCAL work_mem, the ledger's and the quarantine's
 // inserts, and the partition claims) goes in one pipeline with one Sync: the
 // server runs it in order and stops at the first error, which leaves the
-// transaction aborted and nothing of the batch written. Then the COPYs, the
-// last one sent with COMMIT in the same message (COPY cannot be pipelined:
-// the server must start the copy before it reads the data). A batch of one
-// table thus waits for the server twice, whatever the statements it needs;
-// each table more adds one COPY.
+// transaction aborted and nothing of the batch written. Then every COPY and
+// the COMMIT in one simple query, each COPY's data sent after it without
+// waiting for the server (pgconn's CopyFrom sends one COPY; for several,
+// copyMany speaks the protocol itself). A batch thus waits for the server
+// twice, whatever the statements it needs and the tables it touches.
 //
 // Contexts not known committed are inserted before, in a transaction of
 // their own (one round trip more, for the few batches that carry a new
@@ -168,37 +173,62 @@ func (f *flushTx) send(ctx context.Context, conn *pgx.Conn, pc *pgconn.PgConn, l
 			return err
 		}
 	}
-	for k, c := range f.copies {
-		sql := w.copySQLOf(c)
-		last := k == len(f.copies)-1
-		if last {
-			// The server commits once the copy is in, without waiting for
-			// another message.
-			sql += "; COMMIT"
+	if len(f.copies) > 1 {
+		if err := f.copyMany(ctx, pc); err != nil {
+			return err
 		}
-		_, err := pc.CopyFrom(ctx, c.r, sql)
-		if err == nil {
-			continue
+	} else if len(f.copies) == 1 {
+		c := f.copies[0]
+		// The server commits once the copy is in, without waiting for
+		// another message.
+		if _, err := pc.CopyFrom(ctx, c.r, w.copySQLOf(c)+"; COMMIT"); err != nil {
+			return f.copyError(pc, 0, err)
 		}
-		if c.partition() != "" {
-			w.partitions.stale()
-		}
-		if rerr, ok := c.r.(interface{ Err() error }); ok && rerr.Err() != nil {
-			// A reader that failed (a damaged entry): PostgreSQL only
-			// heard that the COPY failed; say why.
-			err = rerr.Err()
-		}
-		if last && !pc.IsClosed() && pc.TxStatus() == 'I' {
-			// The copy went in and the commit failed (a deferred
-			// constraint): nothing of the batch is committed.
-			return fmt.Errorf("commit: %w", err)
-		}
-		return fmt.Errorf("copy into %s: %w", w.names[c.table], err)
 	}
 	if len(f.copies) > 0 && pc.TxStatus() != 'I' {
 		return errors.New("pgwrite: the transaction is still open after its COMMIT")
 	}
 	return nil
+}
+
+// copyMany sends every COPY of f and the COMMIT in one message.
+func (f *flushTx) copyMany(ctx context.Context, pc *pgconn.PgConn) error {
+	sqls := make([]string, len(f.copies))
+	readers := make([]io.Reader, len(f.copies))
+	for k, c := range f.copies {
+		sqls[k], readers[k] = f.w.copySQLOf(c), c.r
+	}
+	done, k, err := copyMany(ctx, pc, sqls, readers)
+	if err == nil {
+		return nil
+	}
+	if k > len(f.copies)-1 {
+		k = len(f.copies) - 1
+	}
+	if done == len(f.copies) && !pc.IsClosed() && pc.TxStatus() == 'I' {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return f.copyError(pc, k, err)
+}
+
+// copyError is the error of the k-th COPY of f, err, as the write reports
+// it: the reader's when it failed (a damaged entry), and the table named.
+func (f *flushTx) copyError(pc *pgconn.PgConn, k int, err error) error {
+	c := f.copies[k]
+	if c.partition() != "" {
+		f.w.partitions.stale()
+	}
+	if rerr, ok := c.r.(interface{ Err() error }); ok && rerr.Err() != nil {
+		// A reader that failed (a damaged entry): PostgreSQL only heard
+		// that the COPY failed; say why.
+		err = rerr.Err()
+	}
+	if k == len(f.copies)-1 && !pc.IsClosed() && pc.TxStatus() == 'I' {
+		// The copies went in and the commit failed (a deferred
+		// constraint): nothing of the batch is committed.
+		return fmt.Errorf("commit: %w", err)
+	}
+	return fmt.Errorf("copy into %s: %w", f.w.names[c.table], err)
 }
 
 func (w *Writer) ledgerInsertSQL() string {
@@ -237,3 +267,106 @@ func quarantineParams(m *pgtype.Map, qs []Quarantined) ([][]byte, []uint32, []in
 	params, formats, err := encodeParams(m, oids, stream, id, key, format, reason, payload)
 	return params, oids, formats, err
 }
+
+// copyMany sends the COPYs sqls and COMMIT as one simple query, with each
+// COPY's data from readers after it, and reads the server's answers while
+// it sends (a refusal stops the server reading the copy, not the socket:
+// it ignores the copy data that follows). It returns how many COPYs
+// completed and the first error: a reader's (k, the table it failed on),
+// the server's or the connection's. On a broken connection the connection
+// is closed, and the pool drops it.
+func copyMany(ctx context.Context, pc *pgconn.PgConn, sqls []string, readers []io.Reader) (done int, k int, err error) {
+	type answer struct {
+		done int
+		err  error
+	}
+	answers := make(chan answer, 1)
+	failed := make(chan struct{})
+	fail := sync.OnceFunc(func() { close(failed) })
+	go func() {
+		var a answer
+		var pgErr error
+		defer func() {
+			if a.err == nil {
+				a.err = pgErr
+			}
+			answers <- a
+		}()
+		for {
+			msg, err := pc.ReceiveMessage(ctx)
+			if err != nil {
+				a.err = err
+				fail()
+				return
+			}
+			switch m := msg.(type) {
+			case *pgproto3.CommandComplete:
+				a.done++
+			case *pgproto3.ErrorResponse:
+				if pgErr == nil {
+					pgErr = pgconn.ErrorResponseToPgError(m)
+					fail()
+				}
+			case *pgproto3.ReadyForQuery:
+				return
+			}
+		}
+	}()
+	// Writes do not watch ctx as pgconn's reads do: a cancelled write makes
+	// the connection unusable, and ReceiveMessage then returns.
+	stop := context.AfterFunc(ctx, func() { _ = pc.Conn().SetWriteDeadline(time.Now()) })
+	defer stop()
+	fe := pc.Frontend()
+	k, sendErr, readErr := sendCopies(fe, sqls, readers, failed)
+	if sendErr != nil {
+		_ = pc.Conn().Close()
+	}
+	a := <-answers
+	switch {
+	case readErr != nil:
+		return a.done, k, readErr
+	case sendErr != nil:
+		return a.done, k, sendErr
+	}
+	return a.done, a.done, a.err
+}
+
+// sendCopies writes the query of sqls and COMMIT, then every reader's data
+// framed as copy data, each followed by CopyDone; it stops at a reader that
+// fails (sending CopyFail), or once failed is closed.
+func sendCopies(fe *pgproto3.Frontend, sqls []string, readers []io.Reader, failed <-chan struct{}) (k int, sendErr, readErr error) {
+	fe.Send(&pgproto3.Query{String: strings.Join(sqls, "; ") + "; COMMIT"})
+	if err := fe.Flush(); err != nil {
+		return 0, err, nil
+	}
+	buf := make([]byte, 5+copyChunk)
+	buf[0] = 'd'
+	for k = range readers {
+		for {
+			select {
+			case <-failed:
+				return k, nil, nil
+			default:
+			}
+			n, err := readers[k].Read(buf[5:])
+			if n > 0 {
+				binary.BigEndian.PutUint32(buf[1:], uint32(n+4))
+				if werr := fe.SendUnbufferedEncodedCopyData(buf[:5+n]); werr != nil {
+					return k, werr, nil
+				}
+			}
+			if err == io.EOF {
+				fe.Send(&pgproto3.CopyDone{})
+				break
+			}
+			if err != nil {
+				fe.Send(&pgproto3.CopyFail{Message: err.Error()})
+				return k, fe.Flush(), err
+			}
+		}
+	}
+	return k, fe.Flush(), nil
+}
+
+// copyChunk is the copy data a message carries, as pgconn's CopyFrom sends it.
+const copyChunk = 64 << 10

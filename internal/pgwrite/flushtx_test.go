@@ -23,10 +23,11 @@ import (
 // TestFlushRoundTrips: a flush of one table, with everything its
 // transaction can hold (work_mem, the ledger, quarantined entries, a
 // partition claim), waits for the server twice: once for the statements
-// before the COPY, once for the COPY and its COMMIT. New contexts add one
-// round trip, before the transaction; each table more adds one. A ledger
-// conflict costs no COPY. What it writes is what a write of the same rows
-// always wrote.
+// before the COPY, once for the COPY and its COMMIT, and so does a batch of
+// several tables. New contexts add one round trip, before the transaction.
+// A ledger conflict costs no COPY; a refused row in the second table of a
+// batch sends it through isolation, as ever. What it writes is what a write
+// of the same rows always wrote.
 func TestFlushRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	admin := pgtest.Pool(t)
@@ -100,7 +101,7 @@ func TestFlushRoundTrips(t *testing.T) {
 	require.Equal(t, tx.RoundTrips, total, "contexts known committed are not inserted again")
 	require.EqualValues(t, 40, pgtest.Count(t, admin, name, "spans"))
 
-	// A batch of two tables: one round trip more, for the second COPY.
+	// A batch of two tables: the same two round trips.
 	var b rows.Batch
 	b.SetLayout(layout)
 	b.AddTraces(aiCalls(5, hour.Add(2*time.Minute)))
@@ -110,10 +111,27 @@ func TestFlushRoundTrips(t *testing.T) {
 	require.Len(t, res, 2)
 	total = proxy.RoundTrips()
 	tx = only("two tables")
-	require.Equal(t, 3, tx.RoundTrips, "%q", tx.Statements)
-	require.Equal(t, 4, total, "the logs' new context, then the transaction")
+	require.Equal(t, 2, tx.RoundTrips, "%q", tx.Statements)
+	require.Equal(t, 3, total, "the logs' new context, then the transaction")
 	require.EqualValues(t, 45, pgtest.Count(t, admin, name, "spans"))
 	require.EqualValues(t, 3, pgtest.Count(t, admin, name, "logs"))
+
+	// A refused log row after the spans' COPY: isolated, the rest written.
+	_, err = admin.Exec(ctx, "ALTER TABLE "+pgx.Identifier{name, "logs_rows"}.Sanitize()+
+		" ADD CONSTRAINT no_poison CHECK (event_name IS DISTINCT FROM 'poison')")
+	require.NoError(t, err)
+	b.Reset()
+	b.AddTraces(aiCalls(4, hour.Add(3*time.Minute)))
+	b.AddLogs(logs(5, 2))
+	res, err = w.WriteLedgered(ctx, &b, &Ledger{Stream: "st", IDs: []string{"4-0"}})
+	require.NoError(t, err)
+	require.Equal(t, []TableResult{{Table: "spans", Rows: 4}, {Table: "logs", Rows: 4, Rejected: 1}}, clearBytes(res),
+		"the isolating write, through spans_rows")
+	proxy.Reset()
+	require.EqualValues(t, 49, pgtest.Count(t, admin, name, "spans"))
+	require.EqualValues(t, 7, pgtest.Count(t, admin, name, "logs"))
+	require.EqualValues(t, 1, pgtest.Count(t, admin, name, RejectsTable))
+	require.EqualValues(t, 4, pgtest.Count(t, admin, name, "ledger"))
 
 	// Nothing stays open on the pool's connections.
 	var open int
