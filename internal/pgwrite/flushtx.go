@@ -315,13 +315,17 @@ func copyMany(ctx context.Context, pc *pgconn.PgConn, sqls []string, readers []i
 	// Writes do not watch ctx as pgconn's reads do: a cancelled write makes
 	// the connection unusable, and ReceiveMessage then returns.
 	stop := context.AfterFunc(ctx, func() { _ = pc.Conn().SetWriteDeadline(time.Now()) })
-	defer stop()
 	fe := pc.Frontend()
 	k, sendErr, readErr := sendCopies(fe, sqls, readers, failed)
 	if sendErr != nil {
 		_ = pc.Conn().Close()
 	}
 	a := <-answers
+	if !stop() {
+		// ctx ended meanwhile: the write deadline may be set, or about to
+		// be; the connection is not reused.
+		_ = pc.Close(context.Background())
+	}
 	switch {
 	case readErr != nil:
 		return a.done, k, readErr
