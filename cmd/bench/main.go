@@ -119,9 +119,10 @@ func strategies() []strategy {
 var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
 
 // extraParts run only when named: rowcost (what a row costs PostgreSQL under
-// storage variants; docs/benchmarks.md) and sustained (10M rows, ~15
-// minutes, ~35 GB of disk).
-var extraParts = []string{"rowcost", "sustained"}
+// storage variants; docs/benchmarks.md), sustained (10M rows, ~15
+// minutes, ~35 GB of disk) and flushcost (what one flush of postgrescopy +
+// Redis costs PostgreSQL, by statement, on a server of its own).
+var extraParts = []string{"rowcost", "sustained", "flushcost"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -178,7 +179,7 @@ func run() int {
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
-	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained)")
+	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained, flushcost)")
 	fs.StringVar(&rowcostFlag, "rowcost-variants", "", "rowcost part: the variants to measure (default all)")
 	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
@@ -313,6 +314,9 @@ func run() int {
 	if has("rowcost") {
 		total += b.runs * len(rowcostVariants())
 	}
+	if has("flushcost") {
+		total += 1 + len(scale)*(1+len(variants))
+	}
 	b.rowcostKeys = strings.FieldsFunc(rowcostFlag, func(r rune) bool { return r == ',' })
 	b.progress = newProgress(total)
 	defer b.progress.finish()
@@ -327,7 +331,7 @@ func run() int {
 
 	rep := &report{Machine: b.machine(ctx), Workload: workload{Scale: scale, Users: b.users,
 		EventsPerUser: b.events, Seed: b.seed, Parts: parts, CeilingChunkRows: b.ceilingChunk}}
-	if !has("ceiling") && !has("strategies") {
+	if !has("ceiling") && !has("strategies") && !has("flushcost") {
 		rep.Workload.Scale = nil
 	}
 	// Check the queries before spending minutes on data.
@@ -558,6 +562,17 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 			return fmt.Errorf("rowcost: %w", err)
 		}
 		rep.RowCost = rc
+	}
+	if has("flushcost") {
+		fc, err := b.runFlushCost(ctx, scale, picked, getDataset, dropDataset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			rep.Notes = append(rep.Notes, "flushcost: "+err.Error())
+			b.logf("flushcost: %v", err)
+		}
+		rep.FlushCost = fc
 	}
 	rep.Targets = targets(rep.Strategies)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)

@@ -77,16 +77,17 @@ func collectorResult(name string, users int, rows, bytes int64, run collectorRun
 
 // report is everything a run measured; it is written as JSON as is.
 type report struct {
-	Machine    machine          `json:"machine"`
-	Workload   workload         `json:"workload"`
-	Ceiling    []result         `json:"ceiling"`
-	Strategies []result         `json:"strategies"`
-	Targets    []target         `json:"targets,omitempty"`
-	Mixed      *mixedResult     `json:"mixed,omitempty"`
-	Indexes    *indexResult     `json:"indexes,omitempty"`
-	RowCost    []rowcostResult  `json:"rowcost,omitempty"`
-	Sustained  *sustainedResult `json:"sustained,omitempty"`
-	Notes      []string         `json:"notes,omitempty"`
+	Machine    machine           `json:"machine"`
+	Workload   workload          `json:"workload"`
+	Ceiling    []result          `json:"ceiling"`
+	Strategies []result          `json:"strategies"`
+	Targets    []target          `json:"targets,omitempty"`
+	Mixed      *mixedResult      `json:"mixed,omitempty"`
+	Indexes    *indexResult      `json:"indexes,omitempty"`
+	RowCost    []rowcostResult   `json:"rowcost,omitempty"`
+	FlushCost  []flushCostResult `json:"flushcost,omitempty"`
+	Sustained  *sustainedResult  `json:"sustained,omitempty"`
+	Notes      []string          `json:"notes,omitempty"`
 	// TotalSeconds is the bench's wall time, set-up and clean-up included.
 	TotalSeconds float64 `json:"total_seconds"`
 }
@@ -219,6 +220,9 @@ func (rep *report) markdown() string {
 
 	if len(rep.RowCost) > 0 {
 		w("%s\n", rowcostMarkdown(rep.RowCost))
+	}
+	if len(rep.FlushCost) > 0 {
+		w("%s", flushCostMarkdown(rep.FlushCost))
 	}
 	if len(rep.Notes) > 0 {
 		w("## Notes\n\n")

@@ -61,7 +61,7 @@ var notImported = map[string][]string{
 }
 
 // testOnly are packages for tests, the bench and the soak alone.
-var testOnly = []string{"internal/testenv/pgtest", "internal/schema/spangen", "internal/testenv/pgbouncer", "internal/testenv/pglocal", "internal/testenv/tcpproxy", "internal/testenv/redistest", "internal/testenv/redisserver", "internal/testenv/ports", "internal/rows/rowstest", "internal/docscheck"}
+var testOnly = []string{"internal/testenv/pgtest", "internal/schema/spangen", "internal/testenv/pgbouncer", "internal/testenv/pglocal", "internal/testenv/tcpproxy", "internal/testenv/pgcount", "internal/testenv/redistest", "internal/testenv/redisserver", "internal/testenv/ports", "internal/rows/rowstest", "internal/docscheck"}
 
 // testEnv lists, for each package of internal/testenv, the module's packages
 // it may import: ports at the bottom, the servers the bench and the soak
@@ -71,6 +71,7 @@ var testEnv = map[string][]string{
 	"internal/testenv/ports":       {},
 	"internal/testenv/pglocal":     {},
 	"internal/testenv/tcpproxy":    {},
+	"internal/testenv/pgcount":     {},
 	"internal/testenv/redisserver": {"internal/testenv/ports"},
 	"internal/testenv/pgbouncer":   {"internal/testenv/ports"},
 	"internal/testenv/pgtest":      {"internal/testenv/pglocal", "internal/testenv/pgbouncer", "internal/testenv/ports"},

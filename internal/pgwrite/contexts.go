@@ -22,12 +22,14 @@ import (
 // context its rows reference (rows.Batch writes it, an entry holds it like
 // any table). They are not copied: a context is usually committed already,
 // and COPY cannot skip a duplicate key. The writer inserts those it has not
-// seen committed, with INSERT ... ON CONFLICT DO NOTHING, in the batch's
-// transaction, so a row is never committed without its context; it
-// remembers the ids once the transaction commits, never before (a rolled
-// back insert must be inserted again by the next batch). Ids are inserted in
-// ascending order: two replicas inserting the same new contexts wait for
-// each other instead of deadlocking.
+// seen committed, with INSERT ... ON CONFLICT DO NOTHING, committed before
+// the batch's rows: in a transaction of their own on the fast path
+// (flushtx.go), first in the batch's transaction on the isolating one. A row
+// is thus never committed without its context. The writer remembers the ids
+// once they are committed, never before (a rolled back insert must be
+// inserted again by the next batch). Ids are inserted in ascending order:
+// two replicas inserting the same new contexts wait for each other instead
+// of deadlocking.
 
 // contextOIDs are the parameter types of a context row, in column order.
 var contextOIDs = []uint32{2950 /* uuid */, 25, 25, 3802 /* jsonb */, 3802, 23 /* int4 */, 23, 25, 25}
@@ -95,20 +97,48 @@ func contextsSQL(schemaName string, n int) string {
 	return b.String()
 }
 
+// contextInsert is one INSERT of context rows, its parameters the COPY
+// fields' bytes as they are (binary).
+type contextInsert struct {
+	sql     string
+	params  [][]byte
+	oids    []uint32
+	formats []int16
+}
+
 // insertContexts inserts the contexts of r (a binary COPY stream of the
 // dictionary's rows) that are not known committed, and returns the ids it
 // sent: the caller remembers them once the transaction commits.
 func (w *Writer) insertContexts(ctx context.Context, pc *pgconn.PgConn, r io.Reader) ([][16]byte, int, error) {
-	data, err := io.ReadAll(r)
+	ids, inserts, err := w.contextInserts(r)
 	if err != nil {
 		return nil, 0, err
 	}
+	for _, in := range inserts {
+		if _, err := pc.ExecParams(ctx, in.sql, in.params, in.oids, in.formats, nil).Close(); err != nil {
+			return nil, 0, contextsError(err)
+		}
+	}
+	return ids, len(ids), nil
+}
+
+func contextsError(err error) error {
+	return fmt.Errorf("insert into %s: %w", tables.Tables[tables.IdxContexts].Store, err)
+}
+
+// contextInserts reads the contexts of r that are not known committed into
+// the INSERTs that write them, in ascending id order, and returns their ids.
+func (w *Writer) contextInserts(r io.Reader) ([][16]byte, []contextInsert, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	if rerr, ok := r.(interface{ Err() error }); ok && rerr.Err() != nil {
-		return nil, 0, rerr.Err()
+		return nil, nil, rerr.Err()
 	}
 	h, t := len(pgcopy.Header()), len(pgcopy.Trailer())
 	if len(data) < h+t || !bytes.Equal(data[:h], pgcopy.Header()) {
-		return nil, 0, fmt.Errorf("contexts: not a binary COPY stream")
+		return nil, nil, fmt.Errorf("contexts: not a binary COPY stream")
 	}
 	fields := len(tables.Tables[tables.IdxContexts].Columns)
 	type row struct {
@@ -129,29 +159,28 @@ func (w *Writer) insertContexts(ctx context.Context, pc *pgconn.PgConn, r io.Rea
 		todo = append(todo, row{id, slices.Clone(vals)})
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("contexts: %w", err)
+		return nil, nil, fmt.Errorf("contexts: %w", err)
 	}
 	slices.SortFunc(todo, func(a, b row) int { return bytes.Compare(a.id[:], b.id[:]) })
 	ids := make([][16]byte, len(todo))
 	for i, r := range todo {
 		ids[i] = r.id
 	}
+	var out []contextInsert
 	for len(todo) > 0 {
 		chunk := todo[:min(len(todo), contextsPerInsert)]
 		todo = todo[len(chunk):]
-		params := make([][]byte, 0, len(chunk)*fields)
-		oids := make([]uint32, 0, cap(params))
-		formats := make([]int16, 0, cap(params))
+		in := contextInsert{sql: contextsSQL(w.schema, len(chunk)), params: make([][]byte, 0, len(chunk)*fields)}
+		in.oids = make([]uint32, 0, cap(in.params))
+		in.formats = make([]int16, 0, cap(in.params))
 		for _, r := range chunk {
-			params = append(params, r.vals...)
-			oids = append(oids, contextOIDs...)
+			in.params = append(in.params, r.vals...)
+			in.oids = append(in.oids, contextOIDs...)
 			for range fields {
-				formats = append(formats, 1) // binary: the COPY field's bytes as they are
+				in.formats = append(in.formats, 1) // binary: the COPY field's bytes as they are
 			}
 		}
-		if _, err := pc.ExecParams(ctx, contextsSQL(w.schema, len(chunk)), params, oids, formats, nil).Close(); err != nil {
-			return nil, 0, fmt.Errorf("insert into %s: %w", tables.Tables[tables.IdxContexts].Store, err)
-		}
+		out = append(out, in)
 	}
-	return ids, len(ids), nil
+	return ids, out, nil
 }

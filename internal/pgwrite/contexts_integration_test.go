@@ -165,9 +165,10 @@ func TestPreviousReleaseEntriesWriteTheSameRows(t *testing.T) {
 	require.EqualValues(t, 40, withRes, "the view reads an old row's own context")
 }
 
-// TestContextsRememberedOnlyOnceCommitted: a context is inserted with the
-// rows that reference it, once; a write that rolls back leaves it unknown,
-// so the next batch inserts it again and no committed row lacks its context.
+// TestContextsRememberedOnlyOnceCommitted: a context is inserted once,
+// committed before the rows that reference it: a write whose rows roll back
+// keeps it, the next batches do not insert it again, and no committed row
+// lacks its context.
 func TestContextsRememberedOnlyOnceCommitted(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
@@ -182,7 +183,8 @@ func TestContextsRememberedOnlyOnceCommitted(t *testing.T) {
 	_, err := w.Write(ctx, &b)
 	require.Error(t, err)
 	require.Equal(t, Retryable, Classify(err))
-	require.EqualValues(t, 0, pgtest.Count(t, pool, name, "contexts"), "rolled back with the rows")
+	require.EqualValues(t, 1, pgtest.Count(t, pool, name, "contexts"), "committed before the rows")
+	require.EqualValues(t, 0, pgtest.Count(t, pool, name, "spans"), "the rows rolled back")
 
 	for range 2 {
 		b.Reset()

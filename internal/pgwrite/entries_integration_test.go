@@ -82,6 +82,17 @@ func TestWriteEntries(t *testing.T) {
 	require.EqualValues(t, 65, count("spans"))
 	require.EqualValues(t, 0, pgtest.Count(t, pool, name, "ledger")-2, "only e1 and e2 are in the ledger")
 
+	// The same with another table after the spans, in the same message: the
+	// spans' COPY fails, the logs' is not run.
+	s.Reset(tables.DefaultLayout())
+	require.NoError(t, s.Add(ent(t, func(b *rows.Batch) { b.AddTraces(spans(10)); b.AddLogs(logs(3)) })))
+	require.NoError(t, s.Add(bad))
+	_, err = w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"y1", "y2"}})
+	require.ErrorIs(t, err, entry.ErrMalformed)
+	require.EqualValues(t, 65, count("spans"))
+	require.EqualValues(t, 7, count("logs"))
+	require.EqualValues(t, 0, pgtest.Count(t, pool, name, "ledger")-2, "only e1 and e2 are in the ledger")
+
 	// A row PostgreSQL refuses: Data, nothing committed, no rejects.
 	s.Reset(tables.DefaultLayout())
 	require.NoError(t, s.Add(ent(t, func(b *rows.Batch) { b.AddLogs(logs(5, 2)) })))

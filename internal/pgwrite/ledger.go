@@ -33,12 +33,13 @@ const (
 	ledgerPrimaryKey     = "ledger_pkey"
 )
 
-// insertLedger records l inside tx, its quarantined entries too. It runs
-// before the COPYs, so a conflict costs one small statement, and a
+// insertLedger records l inside tx, its quarantined entries too (the
+// isolating write; the fast path sends the same statements in its pipeline,
+// flushtx.go). It runs before the COPYs, so a conflict costs no COPY, and a
 // concurrent writer of the same ids waits on the key until the first commits
 // or rolls back.
 func (w *Writer) insertLedger(ctx context.Context, tx pgx.Tx, l *Ledger) error {
-	_, err := tx.Exec(ctx, "INSERT INTO "+w.ledgerTable+" (stream, entry_id) SELECT $1, unnest($2::text[])", l.Stream, l.IDs)
+	_, err := tx.Exec(ctx, w.ledgerInsertSQL(), l.Stream, l.IDs)
 	if ledgerConflict(err) {
 		return ErrAlreadyCommitted
 	}

@@ -2,14 +2,17 @@ package pgwrite
 
 import (
 	"context"
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
@@ -41,44 +44,56 @@ import (
 // again with its bounds: the rows go into it only when it is still
 // routable and its range holds them, which the locks keep true until the
 // transaction ends (detaching or dropping a partition, or changing its
-// triggers, waits for them). Otherwise they go through the parent.
+// triggers, waits for them). Otherwise they go through the parent. The
+// claim travels in the pipeline that begins the transaction (flushtx.go),
+// and reads the partition by the oids the list found.
 
 // partitionsTTL is how long the partitions listed are used before the
 // catalog is read again: maintenance makes a partition ahead of time, so a
 // new one is routed to within this of its start.
 const partitionsTTL = 30 * time.Second
 
-// routableSQL is what makes a partition routable, over want (the stored
-// tables and their first column) in schema $1.
-const routableSQL = `
-FROM want
-JOIN pg_namespace ns ON ns.nspname = $1
-JOIN pg_class pr ON pr.relnamespace = ns.oid AND pr.relname = want.parent AND pr.relkind = 'p' AND NOT pr.relrowsecurity
-JOIN pg_partitioned_table pt ON pt.partrelid = pr.oid AND pt.partstrat = 'r' AND pt.partnatts = 1
-JOIN pg_attribute ka ON ka.attrelid = pr.oid AND ka.attnum = pt.partattrs[0] AND ka.attname = want.key
+// listSQL lists the routable partitions of the stored tables $2 of schema
+// $1, whose first columns are $3: parent name and oid, partition name and
+// oid. The checks on the parent's partition key are scalar subqueries, not
+// joins: planning a join of every catalog read costs more than a flush's
+// other statements take to run.
+const listSQL = `
+SELECT pr.relname, pr.oid, lf.relname, lf.oid
+FROM pg_class pr
 JOIN pg_inherits i ON i.inhparent = pr.oid AND NOT i.inhdetachpending
-JOIN pg_class lf ON lf.oid = i.inhrelid AND lf.relkind = 'r' AND NOT lf.relrowsecurity
-WHERE EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = pr.oid AND t.tgnewtable IS NOT NULL)
+JOIN pg_class lf ON lf.oid = i.inhrelid
+WHERE pr.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)
+  AND pr.relname = ANY($2::text[]) AND pr.relkind = 'p' AND NOT pr.relrowsecurity
+  AND lf.relkind = 'r' AND NOT lf.relrowsecurity
+  AND (SELECT pt.partstrat = 'r' AND pt.partnatts = 1 AND ka.attname = ($3::text[])[array_position($2::text[], pr.relname::text)]
+       FROM pg_partitioned_table pt JOIN pg_attribute ka ON ka.attrelid = pt.partrelid AND ka.attnum = pt.partattrs[0]
+       WHERE pt.partrelid = pr.oid)
+  AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = pr.oid AND t.tgnewtable IS NOT NULL)
   AND has_table_privilege(lf.oid, 'INSERT')
   AND ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
             WHERE t.tgrelid = pr.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)
     = ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
             WHERE t.tgrelid = lf.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)`
 
-const wantSQL = `WITH want(parent, key) AS (SELECT * FROM unnest($2::text[], $3::text[]))`
-
-// listSQL lists the routable partitions of the stored tables $2, whose
-// first columns are $3.
-const listSQL = wantSQL + `
-SELECT pr.relname, lf.relname` + routableSQL
-
-// boundsSQL is partition $4's range when it is routable (no row
-// otherwise): read once it is locked.
-const boundsSQL = wantSQL + `
+// claimSQL is the range of partition $2 (an oid, named $3) of stored table
+// $1 (an oid) when it is still routable (no row otherwise): read once both
+// are locked, by the oids the list found (the partition key it checked
+// cannot change).
+const claimSQL = `
 SELECT b[1]::timestamptz, b[2]::timestamptz FROM (
-SELECT regexp_match(pg_get_expr(lf.relpartbound, lf.oid), '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') AS b` +
-	routableSQL + `
-  AND lf.relname = $4) p
+SELECT regexp_match(pg_get_expr(lf.relpartbound, lf.oid), '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') AS b
+FROM pg_class lf
+JOIN pg_inherits i ON i.inhrelid = lf.oid AND i.inhparent = $1::oid AND NOT i.inhdetachpending
+JOIN pg_class pr ON pr.oid = $1::oid AND NOT pr.relrowsecurity
+WHERE lf.oid = $2::oid AND lf.relname = $3 AND lf.relnamespace = pr.relnamespace
+  AND lf.relkind = 'r' AND NOT lf.relrowsecurity
+  AND EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = pr.oid AND t.tgnewtable IS NOT NULL)
+  AND has_table_privilege(lf.oid, 'INSERT')
+  AND ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
+            WHERE t.tgrelid = pr.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)
+    = ARRAY(SELECT (t.tgname, t.tgfoid, t.tgenabled)::text FROM pg_trigger t
+            WHERE t.tgrelid = lf.oid AND NOT t.tgisinternal AND t.tgtype::integer & 5 = 4 ORDER BY 1)) p
 WHERE b[1] !~ 'infinity' AND b[2] !~ 'infinity'`
 
 // partition is one routable partition, with the lower bound its name gives
@@ -86,6 +101,9 @@ WHERE b[1] !~ 'infinity' AND b[2] !~ 'infinity'`
 type partition struct {
 	name string
 	lo   int64
+	// oid and parent are the partition's and its stored table's oids as
+	// listed: the claim checks the partition by them.
+	oid, parent uint32
 }
 
 // partitions is a writer's routable partitions, per stored table.
@@ -98,6 +116,8 @@ type partitions struct {
 	byTable map[string][]partition // sorted by lo
 	read    time.Time              // when byTable was read; zero: to be read
 	reading bool
+	done    chan struct{} // closed when the read in progress ends
+	listed  bool          // a read succeeded once
 }
 
 func newPartitions(schemaName string, layout *tables.Layout) *partitions {
@@ -124,24 +144,39 @@ func (p *partitions) stale() {
 // partitionsTTL: through pool, before the write's transaction, so that
 // listing them can never fail a write. After an error (a server whose
 // catalog lacks a column the list reads) the previous list is kept, none
-// at first, until the next refresh.
+// at first, until the next refresh. Until a first list succeeded, a write
+// waits for the one in progress rather than go through the parent tables:
+// the first flushes of every signal start together, and a COPY through
+// spans_rows costs PostgreSQL much more per row than one into a partition.
 func (p *partitions) refresh(ctx context.Context, pool *pgxpool.Pool) {
 	p.mu.Lock()
-	read := !p.reading && time.Since(p.read) > partitionsTTL
-	if read {
-		p.reading = true
-	}
-	p.mu.Unlock()
-	if !read {
+	if p.reading {
+		done, wait := p.done, !p.listed
+		p.mu.Unlock()
+		if wait {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		}
 		return
 	}
+	if time.Since(p.read) <= partitionsTTL {
+		p.mu.Unlock()
+		return
+	}
+	p.reading = true
+	done := make(chan struct{})
+	p.done = done
+	p.mu.Unlock()
 	byTable, err := p.load(ctx, pool)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reading, p.read = false, time.Now()
 	if err == nil {
-		p.byTable = byTable
+		p.byTable, p.listed = byTable, true
 	}
+	close(done)
 }
 
 // of returns the routable partitions of store listed last, sorted.
@@ -170,9 +205,10 @@ func (p *partitions) load(ctx context.Context, pool *pgxpool.Pool) (map[string][
 	}
 	out := map[string][]partition{}
 	var parent, name string
-	_, err = pgx.ForEachRow(rows, []any{&parent, &name}, func() error {
+	var parentOID, oid uint32
+	_, err = pgx.ForEachRow(rows, []any{&parent, &parentOID, &name, &oid}, func() error {
 		if lo, ok := partitionStart(parent, name); ok {
-			out[parent] = append(out[parent], partition{name: name, lo: lo})
+			out[parent] = append(out[parent], partition{name: name, lo: lo, oid: oid, parent: parentOID})
 		}
 		return nil
 	})
@@ -201,31 +237,43 @@ func partitionStart(store, name string) (int64, bool) {
 	return pgcopy.TimestamptzMicros(t), true
 }
 
-// claim locks store and its partition part in tx as a COPY into part
-// would, and then reads part's bounds, in one round trip: it reports
-// whether part is still routable and holds [lo, hi], which the locks keep
-// true until tx ends.
-func (p *partitions) claim(ctx context.Context, tx pgx.Tx, store string, part partition, lo, hi int64) (bool, error) {
-	b := &pgx.Batch{}
-	b.Queue("LOCK TABLE ONLY " + schema.Qualified(p.schema, store) + " IN ROW EXCLUSIVE MODE")
-	b.Queue("LOCK TABLE ONLY " + schema.Qualified(p.schema, part.name) + " IN ROW EXCLUSIVE MODE")
-	b.Queue(boundsSQL, p.schema, p.parents, p.keys, part.name)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return false, fmt.Errorf("lock partition %s: %w", part.name, err)
-		}
-	}
-	var from, to time.Time
-	err := br.QueryRow().Scan(&from, &to)
-	if errors.Is(err, pgx.ErrNoRows) {
+// claim is the routing of one table's rows into a partition, decided in
+// the write's transaction.
+type claim struct {
+	part   partition
+	lo, hi int64
+	holds  bool // the partition is still routable and its range holds [lo, hi]
+}
+
+// queueClaim adds to b what claims c.part for rows of store: it locks store
+// and the partition as a COPY into the partition would, and then reads the
+// partition's bounds; the locks keep what it reads true until the
+// transaction ends. Three statements, read back by readClaim.
+func (p *partitions) queueClaim(b *pgconn.Batch, store string, c *claim) {
+	b.ExecParams("LOCK TABLE ONLY "+schema.Qualified(p.schema, store)+" IN ROW EXCLUSIVE MODE", nil, nil, nil, nil)
+	b.ExecParams("LOCK TABLE ONLY "+schema.Qualified(p.schema, c.part.name)+" IN ROW EXCLUSIVE MODE", nil, nil, nil, nil)
+	b.ExecParams(claimSQL, [][]byte{
+		[]byte(strconv.FormatUint(uint64(c.part.parent), 10)),
+		[]byte(strconv.FormatUint(uint64(c.part.oid), 10)),
+		[]byte(c.part.name),
+	}, []uint32{pgtype.OIDOID, pgtype.OIDOID, pgtype.TextOID}, nil, []int16{pgtype.BinaryFormatCode})
+}
+
+// claimStatements is how many statements queueClaim adds.
+const claimStatements = 3
+
+// readClaim reads the result of queueClaim's bounds query into c.holds.
+func (p *partitions) readClaim(res *pgconn.Result, c *claim) error {
+	if len(res.Rows) == 0 {
 		p.stale() // detached, dropped or changed since it was listed
-		return false, br.Close()
+		return nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("read partition %s: %w", part.name, err)
+	row := res.Rows[0]
+	if len(row) != 2 || len(row[0]) != 8 || len(row[1]) != 8 {
+		return fmt.Errorf("read partition %s: unexpected bounds", c.part.name)
 	}
-	holds := pgcopy.TimestamptzMicros(from) <= lo && hi < pgcopy.TimestamptzMicros(to)
-	return holds, br.Close()
+	// Binary timestamptz: microseconds since 2000, as the COPY fields.
+	from, to := int64(binary.BigEndian.Uint64(row[0])), int64(binary.BigEndian.Uint64(row[1]))
+	c.holds = from <= c.lo && c.hi < to
+	return nil
 }

@@ -27,7 +27,7 @@ func TestPartitionStart(t *testing.T) {
 		_, ok := partitionStart("spans_rows", name)
 		require.False(t, ok, name)
 	}
-	parts := []partition{{"a", 10}, {"b", 20}, {"c", 30}}
+	parts := []partition{{name: "a", lo: 10}, {name: "b", lo: 20}, {name: "c", lo: 30}}
 	for lo, want := range map[int64]string{5: "", 10: "a", 19: "a", 20: "b", 99: "c"} {
 		got, ok := findPartition(parts, lo)
 		require.Equal(t, want != "", ok, lo)

@@ -34,10 +34,21 @@ func (w *Writer) insertQuarantine(ctx context.Context, tx pgx.Tx, l *Ledger) err
 	if len(l.Quarantine) == 0 {
 		return nil
 	}
-	n := len(l.Quarantine)
-	stream, id, key, format, reason := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	payload := make([][]byte, n)
-	for i, q := range l.Quarantine {
+	stream, id, key, format, reason, payload := quarantineColumns(l.Quarantine)
+	_, err := tx.Exec(ctx, w.quarantineInsertSQL(), stream, id, key, format, reason, payload)
+	if err != nil {
+		return fmt.Errorf("store %d unreadable entries in %s: %w", len(l.Quarantine), QuarantineTable, err)
+	}
+	return nil
+}
+
+// quarantineColumns are the quarantine table's columns of qs, as the
+// INSERT's arrays.
+func quarantineColumns(qs []Quarantined) (stream, id, key, format, reason []string, payload [][]byte) {
+	n := len(qs)
+	stream, id, key, format, reason = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payload = make([][]byte, n)
+	for i, q := range qs {
 		// Text that PostgreSQL refuses (NUL, invalid UTF-8: a format field
 		// from a foreign writer) would fail the batch and wedge the stream.
 		stream[i], id[i], key[i] = clean(q.Stream), clean(q.EntryID), clean(q.LedgerKey)
@@ -47,14 +58,7 @@ func (w *Writer) insertQuarantine(ctx context.Context, tx pgx.Tx, l *Ledger) err
 			payload[i] = []byte{} // NOT NULL: an empty payload is still one
 		}
 	}
-	_, err := tx.Exec(ctx, "INSERT INTO "+w.quarantineTable+
-		" (stream, entry_id, ledger_key, format, reason, payload)"+
-		" SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bytea[])",
-		stream, id, key, format, reason, payload)
-	if err != nil {
-		return fmt.Errorf("store %d unreadable entries in %s: %w", n, QuarantineTable, err)
-	}
-	return nil
+	return stream, id, key, format, reason, payload
 }
 
 func clean(s string) string {

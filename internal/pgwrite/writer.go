@@ -45,7 +45,8 @@ type Writer struct {
 	ledgerTable     string
 	quarantineTable string
 	rejectsSQL      string
-	tx              pgx.TxOptions        // how each write's transaction begins (SetWorkMem)
+	tx              pgx.TxOptions        // how an isolating write's transaction begins (SetWorkMem)
+	workMem         string               // SET LOCAL in every write's transaction; "" keeps the server's
 	onIsolate       func(IsolationStats) // tests observe isolation here
 }
 
@@ -71,6 +72,7 @@ func (w *Writer) SetWorkMem(v string) error {
 		return fmt.Errorf("work_mem %q is not a PostgreSQL memory size such as 64MB", v)
 	}
 	w.tx = pgx.TxOptions{}
+	w.workMem = v
 	if v != "" {
 		w.tx.BeginQuery = "BEGIN; SET LOCAL work_mem = '" + v + "'"
 	}
@@ -181,89 +183,64 @@ var framing = len(pgcopy.Header()) + len(pgcopy.Trailer())
 // copyAll runs one transaction: l into the ledger (when set), then one COPY
 // per table that table returns a reader for (nil: no rows), into the
 // partition its rows' first column falls in when keys gives their range and
-// routing finds one (partitions.go), else into the table.
+// routing finds one (partitions.go), else into the table. It costs two round
+// trips however many statements the flush needs (flushtx.go).
 func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io.Reader, rows, size int, err error),
 	keys func(i int) (lo, hi int64, ok bool)) ([]TableResult, error) {
-	var out []TableResult
-	var ids [][16]byte
 	w.partitions.refresh(ctx, w.pool)
-	err := pgx.BeginTxFunc(ctx, w.pool, w.tx, func(tx pgx.Tx) error {
-		out = out[:0]
-		if l != nil {
-			if err := w.insertLedger(ctx, tx, l); err != nil {
-				return err
-			}
+	f := flushTx{w: w}
+	for _, i := range tableOrder {
+		r, n, size, err := table(i)
+		if err != nil {
+			return nil, err
 		}
-		pc := tx.Conn().PgConn()
-		for _, i := range tableOrder {
-			r, n, size, err := table(i)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				continue
-			}
-			if i == tables.IdxContexts {
-				// Not a TableResult: the results count the signal rows.
-				if ids, _, err = w.insertContexts(ctx, pc, r); err != nil {
-					return err
-				}
-				continue
-			}
-			copySQL, part, err := w.route(ctx, tx, i, keys)
-			if err != nil {
-				return err
-			}
-			if _, err := pc.CopyFrom(ctx, r, copySQL); err != nil {
-				if part != "" {
-					w.partitions.stale()
-				}
-				if rerr, ok := r.(interface{ Err() error }); ok && rerr.Err() != nil {
-					// A reader that failed (a damaged entry): PostgreSQL only
-					// heard that the COPY failed; say why.
-					err = rerr.Err()
-				}
-				return fmt.Errorf("copy into %s: %w", w.names[i], err)
-			}
-			out = append(out, TableResult{Table: w.names[i], Rows: n, Bytes: size, Partition: part})
+		if n == 0 {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
+		if i == tables.IdxContexts {
+			// Not a TableResult: the results count the signal rows.
+			if f.ids, f.contexts, err = w.contextInserts(r); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		f.copies = append(f.copies, w.plan(i, r, n, size, keys))
+	}
+	if err := f.run(ctx, l); err != nil {
 		return nil, err
 	}
-	w.known.add(ids)
+	out := make([]TableResult, len(f.copies))
+	for k, c := range f.copies {
+		out[k] = TableResult{Table: w.names[c.table], Rows: c.rows, Bytes: c.size, Partition: c.partition()}
+	}
 	return out, nil
 }
 
-// route returns the COPY statement for table i's rows in tx: into the
-// partition they all fall in when routing finds and claims one (its name
-// returned too), else into the table.
-func (w *Writer) route(ctx context.Context, tx pgx.Tx, i int, keys func(i int) (lo, hi int64, ok bool)) (string, string, error) {
-	store := w.layout.Table(i).Store
-	parts := w.partitions.of(store)
+// plan is table i's COPY: into the partition its rows all fall in when
+// routing finds one, to be claimed in the transaction, else into the table.
+func (w *Writer) plan(i int, r io.Reader, n, size int, keys func(i int) (lo, hi int64, ok bool)) tableCopy {
+	c := tableCopy{table: i, r: r, rows: n, size: size}
+	parts := w.partitions.of(w.layout.Table(i).Store)
 	if len(parts) == 0 {
-		return w.copySQL[i], "", nil
+		return c
 	}
 	lo, hi, ok := keys(i) // only now: it reads every row
 	if !ok {
-		return w.copySQL[i], "", nil
+		return c
 	}
-	part, found := findPartition(parts, lo)
-	if !found {
-		return w.copySQL[i], "", nil
+	if part, found := findPartition(parts, lo); found {
+		c.claim = &claim{part: part, lo: lo, hi: hi}
 	}
-	claimed, err := w.partitions.claim(ctx, tx, store, part, lo, hi)
-	if err != nil {
-		w.partitions.stale()
-		return w.copySQL[i], "", err
+	return c
+}
+
+// copySQL is the COPY statement of c: into its partition when the claim
+// holds, else into the table.
+func (w *Writer) copySQLOf(c tableCopy) string {
+	if c.claim == nil || !c.claim.holds {
+		return w.copySQL[c.table]
 	}
-	if !claimed {
-		// Gone, changed, or its range does not hold the rows (they span
-		// two partitions): through the parent.
-		return w.copySQL[i], "", nil
-	}
-	t := *w.layout.Table(i)
-	t.Store = part.name
-	return CopySQL(w.schema, t), part.name, nil
+	t := *w.layout.Table(c.table)
+	t.Store = c.claim.part.name
+	return CopySQL(w.schema, t)
 }
