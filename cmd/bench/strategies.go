@@ -413,6 +413,8 @@ func parseVariants(s string) ([]strategy, error) {
 		Collector string            `json:"collector"`
 		Exporter  map[string]any    `json:"exporter"`
 		Env       map[string]string `json:"env"`
+		// Direct runs the variant without Redis (postgrescopy direct).
+		Direct bool `json:"direct"`
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -443,8 +445,12 @@ func parseVariants(s string) ([]strategy, error) {
 			}
 			v.Collector = abs
 		}
-		out = append(out, strategy{key: "postgrescopy-redis@" + label, name: "postgrescopy + Redis [" + label + "]",
-			redis: true, collector: v.Collector, exporter: v.Exporter, env: env})
+		key, name := "postgrescopy-redis@"+label, "postgrescopy + Redis ["+label+"]"
+		if v.Direct {
+			key, name = "postgrescopy@"+label, "postgrescopy direct ["+label+"]"
+		}
+		out = append(out, strategy{key: key, name: name,
+			redis: !v.Direct, collector: v.Collector, exporter: v.Exporter, env: env})
 	}
 	return out, nil
 }
