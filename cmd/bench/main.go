@@ -121,7 +121,7 @@ var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
 // extraParts run only when named: rowcost (what a row costs PostgreSQL under
 // storage variants; docs/benchmarks.md) and sustained (10M rows, ~15
 // minutes, ~35 GB of disk).
-var extraParts = []string{"rowcost", "sustained"}
+var extraParts = []string{"rowcost", "sustained", "exporters"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -178,7 +178,7 @@ func run() int {
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
-	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained)")
+	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained, exporters)")
 	fs.StringVar(&rowcostFlag, "rowcost-variants", "", "rowcost part: the variants to measure (default all)")
 	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
@@ -196,7 +196,7 @@ func run() int {
 	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 2 minutes + 1s per 5,000 rows)")
 	fs.DurationVar(&b.collectorStall, "collector-stall", 60*time.Second, "fail a collector run, saying what it lost, when no batch commits for this long")
 	var exporterExtra, loadgenExtra, variantsFlag string
-	fs.StringVar(&variantsFlag, "variants", "", `JSON object of extra postgrescopy + Redis runs, by label, each with "collector" (another built binary), "exporter" (merged over the exporter section) and/or "env" (the collector's environment), e.g. '{"workers1":{"exporter":{"redis":{"workers":1}}}}'`)
+	fs.StringVar(&variantsFlag, "variants", "", `JSON object of extra postgrescopy + Redis runs, by label, each with "collector" (another built binary), "exporter" (merged over the exporter section), "env" (the collector's environment) and/or "direct": true (without Redis), e.g. '{"workers1":{"exporter":{"redis":{"workers":1}}}}'`)
 	fs.StringVar(&loadgenExtra, "loadgen-config", "", `JSON object merged into the loadgen receiver's section of every collector run, e.g. '{"retry_on_failure":{"enabled":false}}'`)
 	fs.StringVar(&exporterExtra, "exporter-config", "", `JSON object merged into the exporter section of every collector run, e.g. '{"sending_queue":{"block_on_overflow":false}}'`)
 	fs.Int64Var(&b.sus.rows, "sustained-rows", 10_000_000, "sustained part: rows to write (rounded up to whole users)")
@@ -313,6 +313,9 @@ func run() int {
 	if has("rowcost") {
 		total += b.runs * len(rowcostVariants())
 	}
+	if has("exporters") {
+		total += b.runs * len(scale) * len(exporterKinds)
+	}
 	b.rowcostKeys = strings.FieldsFunc(rowcostFlag, func(r rune) bool { return r == ',' })
 	b.progress = newProgress(total)
 	defer b.progress.finish()
@@ -327,7 +330,7 @@ func run() int {
 
 	rep := &report{Machine: b.machine(ctx), Workload: workload{Scale: scale, Users: b.users,
 		EventsPerUser: b.events, Seed: b.seed, Parts: parts, CeilingChunkRows: b.ceilingChunk}}
-	if !has("ceiling") && !has("strategies") {
+	if !has("ceiling") && !has("strategies") && !has("exporters") {
 		rep.Workload.Scale = nil
 	}
 	// Check the queries before spending minutes on data.
@@ -558,6 +561,13 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 			return fmt.Errorf("rowcost: %w", err)
 		}
 		rep.RowCost = rc
+	}
+	if has("exporters") {
+		rs, err := b.runExporters(ctx, scale)
+		if err != nil {
+			return fmt.Errorf("exporters: %w", err)
+		}
+		rep.Exporters = rs
 	}
 	rep.Targets = targets(rep.Strategies)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)
