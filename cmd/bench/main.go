@@ -219,6 +219,8 @@ func run() int {
 	fs.StringVar(&b.psql, "psql", "psql", "psql binary for the \\copy ceiling")
 	fs.StringVar(&queriesDir, "queries", "queries", "directory of the analytical queries")
 	fs.StringVar(&outDir, "out", "bench/results", "where to write <timestamp>.{md,json,png} and latest.*")
+	var layout string
+	fs.StringVar(&layout, "layout", "shared", "shared (every process on every core, -db's server) or split (the bench's own PostgreSQL on core 0, the client side and its own Redis on core 1)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -259,6 +261,9 @@ func run() int {
 		err = errors.New("-sustained-server must be own or db")
 	}
 	b.sus.given = susServer == "db"
+	if err == nil && layout != "shared" && layout != "split" {
+		err = errors.New("-layout must be shared or split")
+	}
 	if err == nil && b.collectorStall <= 0 {
 		err = errors.New("-collector-stall must be positive")
 	}
@@ -330,6 +335,14 @@ func run() int {
 
 	rep := &report{Machine: b.machine(ctx), Workload: workload{Scale: scale, Users: b.users,
 		EventsPerUser: b.events, Seed: b.seed, Parts: parts, CeilingChunkRows: b.ceilingChunk}}
+	if layout == "split" {
+		split, err := b.setupSplit(ctx, rep)
+		defer split.stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -layout split:", err)
+			return 1
+		}
+	}
 	if !has("ceiling") && !has("strategies") && !has("exporters") {
 		rep.Workload.Scale = nil
 	}
