@@ -192,6 +192,18 @@ func waitRedis(ctx context.Context, addr string) error {
 // it client backends spent, and the own redis-server's.
 func ownServerTimes(ents []os.DirEntry) (postgres, backends, redisCPU time.Duration) {
 	pm := strconv.Itoa(ownPostmaster)
+	// A backend that is exiting (psql's, right after psql) has lost its
+	// title, then is a zombie until the postmaster reaps it: its time is
+	// not yet in the postmaster's children times. Wait for the reaping.
+	for range 100 {
+		if !hasExitingChild(pm) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fresh, err := os.ReadDir("/proc"); err == nil {
+		ents = fresh
+	}
 	for _, e := range ents {
 		pid := e.Name()
 		if pid[0] < '0' || pid[0] > '9' {
@@ -221,20 +233,48 @@ func ownServerTimes(ents []os.DirEntry) (postgres, backends, redisCPU time.Durat
 
 // parentPID is /proc/<pid>/stat's ppid, "" when unreadable.
 func parentPID(pid string) string {
+	_, ppid := procState(pid)
+	return ppid
+}
+
+// procState is /proc/<pid>/stat's state and ppid, "" when unreadable.
+func procState(pid string) (state, ppid string) {
 	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 || i+2 > len(s) {
-		return ""
+		return "", ""
 	}
 	f := strings.Fields(s[i+2:])
 	if len(f) < 2 {
-		return ""
+		return "", ""
 	}
-	return f[1]
+	return f[0], f[1]
+}
+
+// hasExitingChild says whether a child of pid is exiting (its memory, and
+// with it its title, gone) or has exited unreaped.
+func hasExitingChild(pid string) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if n := e.Name(); n[0] >= '0' && n[0] <= '9' {
+			if state, ppid := procState(n); ppid == pid {
+				if state == "Z" {
+					return true
+				}
+				if title, err := os.ReadFile(filepath.Join("/proc", n, "cmdline")); err == nil && len(title) == 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // isClientBackend says whether a postmaster child serves a client: its
