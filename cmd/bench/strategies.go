@@ -167,6 +167,7 @@ func feedChunks(ctx context.Context, ds *dataset, dec *decoder, n int, out chan<
 		m1 := markCPU(0)
 		spent.postgres += m1.postgres - m0.postgres
 		spent.redis += m1.redis - m0.redis
+		spent.backends += m1.backends - m0.backends
 		spent.self += m1.self - m0.self
 		spent.children += m1.children - m0.children
 	}
