@@ -52,6 +52,10 @@ type cpuMark struct {
 	self, children time.Duration
 	// collector is the collector process's own CPU, when one is named.
 	collector time.Duration
+	// backends is the client backends' CPU (live ones' own, exited ones'
+	// through the postmaster's children times), on the bench's own server
+	// only (-layout split).
+	backends time.Duration
 }
 
 // markCPU reads the CPU used so far; collectorPID 0 names no collector.
@@ -63,6 +67,10 @@ func markCPU(collectorPID int) cpuMark {
 	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
+		return m
+	}
+	if ownPostmaster > 0 {
+		m.postgres, m.backends, m.redis = ownServerTimes(ents)
 		return m
 	}
 	for _, e := range ents {
@@ -95,6 +103,9 @@ type cpuPerRow struct {
 	// in-process strategies, and the collector process for its runs.
 	Client float64 `json:"client"`
 	Redis  float64 `json:"redis"`
+	// Backends is the part of PostgreSQL the client backends spent (the
+	// write's own connections), measured on the bench's own server only.
+	Backends float64 `json:"postgresql_backends,omitempty"`
 }
 
 // client says whose CPU is the client's between two marks.
@@ -111,7 +122,7 @@ func cpuBetween(a, b cpuMark, who client, rows int64) *cpuPerRow {
 		return nil
 	}
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(rows) }
-	c := &cpuPerRow{PostgreSQL: us(b.postgres - a.postgres), Redis: us(b.redis - a.redis)}
+	c := &cpuPerRow{PostgreSQL: us(b.postgres - a.postgres), Redis: us(b.redis - a.redis), Backends: us(b.backends - a.backends)}
 	switch who {
 	case clientChildren:
 		c.Client = us(b.children - a.children)
@@ -127,7 +138,11 @@ func (c *cpuPerRow) String() string {
 	if c == nil {
 		return "—"
 	}
-	s := strconv.FormatFloat(c.PostgreSQL, 'f', 1, 64) + " + " + strconv.FormatFloat(c.Client, 'f', 1, 64)
+	s := strconv.FormatFloat(c.PostgreSQL, 'f', 1, 64)
+	if c.Backends > 0 {
+		s += " (backends " + strconv.FormatFloat(c.Backends, 'f', 1, 64) + ")"
+	}
+	s += " + " + strconv.FormatFloat(c.Client, 'f', 1, 64)
 	if c.Redis >= 0.05 {
 		s += " + " + strconv.FormatFloat(c.Redis, 'f', 1, 64)
 	}

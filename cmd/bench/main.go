@@ -120,9 +120,10 @@ var allParts = []string{"ceiling", "strategies", "mixed", "indexes"}
 
 // extraParts run only when named: rowcost (what a row costs PostgreSQL under
 // storage variants; docs/benchmarks.md), sustained (10M rows, ~15
-// minutes, ~35 GB of disk) and flushcost (what one flush of postgrescopy +
-// Redis costs PostgreSQL, by statement, on a server of its own).
-var extraParts = []string{"rowcost", "sustained", "flushcost"}
+// minutes, ~35 GB of disk), flushcost (what one flush of postgrescopy +
+// Redis costs PostgreSQL, by statement, on a server of its own) and
+// exporters (postgrescopy against the Collector's otlp and nop exporters).
+var extraParts = []string{"rowcost", "sustained", "flushcost", "exporters"}
 
 func parseInts(s string) ([]int, error) {
 	var out []int
@@ -179,7 +180,7 @@ func run() int {
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.StringVar(&b.url, "db", defaultURL(), "PostgreSQL URL ($POSTGRESCOPY_TEST_URL when set)")
-	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained, flushcost)")
+	fs.StringVar(&partsFlag, "parts", strings.Join(allParts, ","), "parts to run: ceiling,strategies,mixed,indexes (and rowcost, sustained, flushcost, exporters)")
 	fs.StringVar(&rowcostFlag, "rowcost-variants", "", "rowcost part: the variants to measure (default all)")
 	fs.StringVar(&scaleFlag, "scale", "10,50,100", "user counts for the ceiling and the write strategies")
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
@@ -197,7 +198,7 @@ func run() int {
 	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 2 minutes + 1s per 5,000 rows)")
 	fs.DurationVar(&b.collectorStall, "collector-stall", 60*time.Second, "fail a collector run, saying what it lost, when no batch commits for this long")
 	var exporterExtra, loadgenExtra, variantsFlag string
-	fs.StringVar(&variantsFlag, "variants", "", `JSON object of extra postgrescopy + Redis runs, by label, each with "collector" (another built binary), "exporter" (merged over the exporter section) and/or "env" (the collector's environment), e.g. '{"workers1":{"exporter":{"redis":{"workers":1}}}}'`)
+	fs.StringVar(&variantsFlag, "variants", "", `JSON object of extra postgrescopy + Redis runs, by label, each with "collector" (another built binary), "exporter" (merged over the exporter section), "env" (the collector's environment) and/or "direct": true (without Redis), e.g. '{"workers1":{"exporter":{"redis":{"workers":1}}}}'`)
 	fs.StringVar(&loadgenExtra, "loadgen-config", "", `JSON object merged into the loadgen receiver's section of every collector run, e.g. '{"retry_on_failure":{"enabled":false}}'`)
 	fs.StringVar(&exporterExtra, "exporter-config", "", `JSON object merged into the exporter section of every collector run, e.g. '{"sending_queue":{"block_on_overflow":false}}'`)
 	fs.Int64Var(&b.sus.rows, "sustained-rows", 10_000_000, "sustained part: rows to write (rounded up to whole users)")
@@ -220,6 +221,8 @@ func run() int {
 	fs.StringVar(&b.psql, "psql", "psql", "psql binary for the \\copy ceiling")
 	fs.StringVar(&queriesDir, "queries", "queries", "directory of the analytical queries")
 	fs.StringVar(&outDir, "out", "bench/results", "where to write <timestamp>.{md,json,png} and latest.*")
+	var layout string
+	fs.StringVar(&layout, "layout", "shared", "shared (every process on every core, -db's server) or split (the bench's own PostgreSQL on core 0, the client side and its own Redis on core 1)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -260,6 +263,9 @@ func run() int {
 		err = errors.New("-sustained-server must be own or db")
 	}
 	b.sus.given = susServer == "db"
+	if err == nil && layout != "shared" && layout != "split" {
+		err = errors.New("-layout must be shared or split")
+	}
 	if err == nil && b.collectorStall <= 0 {
 		err = errors.New("-collector-stall must be positive")
 	}
@@ -317,6 +323,9 @@ func run() int {
 	if has("flushcost") {
 		total += 1 + len(scale)*(1+len(variants))
 	}
+	if has("exporters") {
+		total += b.runs * len(scale) * len(exporterKinds)
+	}
 	b.rowcostKeys = strings.FieldsFunc(rowcostFlag, func(r rune) bool { return r == ',' })
 	b.progress = newProgress(total)
 	defer b.progress.finish()
@@ -331,7 +340,15 @@ func run() int {
 
 	rep := &report{Machine: b.machine(ctx), Workload: workload{Scale: scale, Users: b.users,
 		EventsPerUser: b.events, Seed: b.seed, Parts: parts, CeilingChunkRows: b.ceilingChunk}}
-	if !has("ceiling") && !has("strategies") && !has("flushcost") {
+	if layout == "split" {
+		split, err := b.setupSplit(ctx, rep)
+		defer split.stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -layout split:", err)
+			return 1
+		}
+	}
+	if !has("ceiling") && !has("strategies") && !has("flushcost") && !has("exporters") {
 		rep.Workload.Scale = nil
 	}
 	// Check the queries before spending minutes on data.
@@ -573,6 +590,13 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 			b.logf("flushcost: %v", err)
 		}
 		rep.FlushCost = fc
+	}
+	if has("exporters") {
+		rs, err := b.runExporters(ctx, scale)
+		if err != nil {
+			return fmt.Errorf("exporters: %w", err)
+		}
+		rep.Exporters = rs
 	}
 	rep.Targets = targets(rep.Strategies)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)

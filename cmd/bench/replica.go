@@ -54,6 +54,7 @@ type localServers struct {
 	logf    func(string, ...any)
 	mu      sync.Mutex
 	running []string // data directories of started servers, in start order
+	cpus    string   // taskset's CPU list for the servers; empty: any
 }
 
 // replicaCluster is the mixed part's own throwaway primary and its streaming
@@ -263,6 +264,11 @@ func (c *localServers) run(ctx context.Context, name string, args ...string) ([]
 	if c.owner != nil {
 		args = append([]string{"-u", c.owner.Username, "--", name}, args...)
 		name = "runuser"
+	}
+	if c.cpus != "" {
+		// The postmaster inherits the affinity before it forks anything.
+		args = append([]string{"-c", c.cpus, name}, args...)
+		name = "taskset"
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = c.dir

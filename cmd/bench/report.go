@@ -87,6 +87,7 @@ type report struct {
 	RowCost    []rowcostResult   `json:"rowcost,omitempty"`
 	FlushCost  []flushCostResult `json:"flushcost,omitempty"`
 	Sustained  *sustainedResult  `json:"sustained,omitempty"`
+	Exporters  []exporterResult  `json:"exporters,omitempty"`
 	Notes      []string          `json:"notes,omitempty"`
 	// TotalSeconds is the bench's wall time, set-up and clean-up included.
 	TotalSeconds float64 `json:"total_seconds"`
@@ -224,6 +225,7 @@ func (rep *report) markdown() string {
 	if len(rep.FlushCost) > 0 {
 		w("%s", flushCostMarkdown(rep.FlushCost))
 	}
+	w("%s", exportersMarkdown(rep.Exporters))
 	if len(rep.Notes) > 0 {
 		w("## Notes\n\n")
 		for _, n := range rep.Notes {
@@ -268,6 +270,10 @@ func (rep *report) write(dir, stamp string) ([]string, error) {
 		}
 		files[".png"] = png
 		exts = append(exts, ".png")
+	} else if len(rep.Exporters) > 0 && rep.Sustained == nil && len(rep.RowCost) == 0 {
+		// An exporters run alone keeps the strategies' latest.* as they are.
+		stamp = "exporters-" + stamp
+		latest += "-exporters"
 	} else if rep.Sustained != nil {
 		// A sustained run alone keeps the strategies' latest.* as they are.
 		stamp += "-sustained"

@@ -167,6 +167,7 @@ func feedChunks(ctx context.Context, ds *dataset, dec *decoder, n int, out chan<
 		m1 := markCPU(0)
 		spent.postgres += m1.postgres - m0.postgres
 		spent.redis += m1.redis - m0.redis
+		spent.backends += m1.backends - m0.backends
 		spent.self += m1.self - m0.self
 		spent.children += m1.children - m0.children
 	}
@@ -413,6 +414,8 @@ func parseVariants(s string) ([]strategy, error) {
 		Collector string            `json:"collector"`
 		Exporter  map[string]any    `json:"exporter"`
 		Env       map[string]string `json:"env"`
+		// Direct runs the variant without Redis (postgrescopy direct).
+		Direct bool `json:"direct"`
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
@@ -443,8 +446,12 @@ func parseVariants(s string) ([]strategy, error) {
 			}
 			v.Collector = abs
 		}
-		out = append(out, strategy{key: "postgrescopy-redis@" + label, name: "postgrescopy + Redis [" + label + "]",
-			redis: true, collector: v.Collector, exporter: v.Exporter, env: env})
+		key, name := "postgrescopy-redis@"+label, "postgrescopy + Redis ["+label+"]"
+		if v.Direct {
+			key, name = "postgrescopy@"+label, "postgrescopy direct ["+label+"]"
+		}
+		out = append(out, strategy{key: key, name: name,
+			redis: !v.Direct, collector: v.Collector, exporter: v.Exporter, env: env})
 	}
 	return out, nil
 }

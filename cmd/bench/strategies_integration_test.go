@@ -59,6 +59,11 @@ func TestVariantExporterSettingsMerge(t *testing.T) {
 	if _, ok := exp.Redis["workers"]; ok {
 		t.Errorf("a variant's setting leaked into the next run: %v", exp.Redis)
 	}
+	// A direct variant runs without Redis.
+	vs, err = parseVariants(`{"old":{"collector":"` + bin + `","direct":true}}`)
+	if err != nil || len(vs) != 1 || vs[0].key != "postgrescopy@old" || vs[0].redis || vs[0].name != "postgrescopy direct [old]" {
+		t.Fatalf("direct variant: %+v, %v", vs, err)
+	}
 	for _, bad := range []string{`{"x":{}}`, `{"a b":{"exporter":{"x":1}}}`, `{"x":{"collector":"/nonexistent/otelcol"}}`, `{"x":{"exporters":{}}}`} {
 		if _, err := parseVariants(bad); err == nil {
 			t.Errorf("parseVariants(%s) accepted", bad)

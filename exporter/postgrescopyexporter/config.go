@@ -25,10 +25,12 @@ import (
 type Config struct {
 	// timeout bounds one batch's write (every COPY and the commit). Default 30s.
 	TimeoutConfig exporterhelper.TimeoutConfig `mapstructure:",squash"`
-	// sending_queue is the Collector's queue and batcher. Default: on, sized in
-	// items, batches of 2,000 to 5,000 items or 100ms, 2 consumers; batch sizes
-	// left unset shrink to a smaller queue_size. Off when redis is set and
-	// sending_queue is not (Redis is the queue).
+	// sending_queue is the Collector's queue and batcher. Default: on, 32 MiB
+	// (protobuf bytes) per signal, batches of 2,000 to 5,000 items or 100ms,
+	// 2 consumers; a request larger than queue_size is cut into pieces that
+	// fit; batch sizes left unset shrink to a smaller queue_size in the same
+	// sizer. Off when redis is set and sending_queue is not (Redis is the
+	// queue).
 	QueueConfig configoptional.Optional[exporterhelper.QueueBatchConfig] `mapstructure:"sending_queue"`
 	// retry_on_failure retries retryable failures with backoff. Default on,
 	// 5s initial and 30s max interval, max_elapsed_time 0: a retryable
@@ -205,6 +207,9 @@ func (cfg *Config) Validate() error {
 	}
 	if !pgwrite.ValidWorkMem(cfg.WorkMem) {
 		errs = errors.Join(errs, fmt.Errorf(`"work_mem" %q is not a PostgreSQL memory size: a number and one of B, kB, MB, GB, TB (such as 64MB), or "" for the server's`, cfg.WorkMem))
+	}
+	if q := cfg.QueueConfig; q.HasValue() && q.Get().Sizer == exporterhelper.RequestSizerTypeBytes && q.Get().QueueSize > 0 && q.Get().QueueSize < minQueueBytes {
+		errs = errors.Join(errs, fmt.Errorf(`"sending_queue::queue_size" is %d bytes (sizer: bytes, the default): a bytes-sized queue needs at least %d (1 MiB); for a queue counted in items set "sending_queue::sizer: items"`, q.Get().QueueSize, minQueueBytes))
 	}
 	if cfg.MaxConns < 0 {
 		errs = errors.Join(errs, fmt.Errorf(`"max_conns" must be 0 (automatic) or positive, got %d`, cfg.MaxConns))

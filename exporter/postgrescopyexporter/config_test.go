@@ -85,6 +85,33 @@ func TestDefaultConfigRoundTrip(t *testing.T) {
 	assert.ErrorContains(t, cfg.Validate(), `"endpoint" is required`)
 }
 
+// TestDefaultQueueIsBoundedInBytes: direct mode's default queue counts
+// protobuf bytes, 32 MiB per signal, so that what it holds bounds the
+// collector's memory whatever an item weighs (an item count let large spans
+// fill gigabytes); batches are still counted in items.
+func TestDefaultQueueIsBoundedInBytes(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"endpoint": "postgres://otel@127.0.0.1:5432/telemetry"}).Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	require.True(t, cfg.QueueConfig.HasValue())
+	q := cfg.QueueConfig.Get()
+	assert.Equal(t, exporterhelper.RequestSizerTypeBytes, q.Sizer)
+	assert.EqualValues(t, 32<<20, q.QueueSize)
+	assert.True(t, q.WaitForResult)
+	assert.True(t, q.BlockOnOverflow)
+	assert.Equal(t, exporterhelper.RequestSizerTypeItems, q.Batch.Get().Sizer)
+	assert.EqualValues(t, 2000, q.Batch.Get().MinSize)
+	assert.EqualValues(t, 5000, q.Batch.Get().MaxSize)
+
+	// Setting the sizer to items with a queue_size in items is valid.
+	cfg = createDefaultConfig().(*Config)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{
+		"endpoint":      "postgres://otel@127.0.0.1:5432/telemetry",
+		"sending_queue": map[string]any{"sizer": "items", "queue_size": 200000},
+	}).Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+}
+
 // TestDefaultRetryNeverGivesUp: with the factory's defaults a retryable
 // failure is retried without a time budget (issue 15 item 3: the
 // Collector's 300s max_elapsed_time dropped acknowledged data after a
@@ -268,6 +295,7 @@ func TestLoadConfig(t *testing.T) {
 			id: component.NewIDWithName(metadata.Type, "small_queue"),
 			want: wantConfig(func(c *Config) {
 				q := c.QueueConfig.Get()
+				q.Sizer = exporterhelper.RequestSizerTypeItems
 				q.QueueSize = 1000
 				q.Batch.Get().MinSize = 500
 				q.Batch.Get().MaxSize = 1000
@@ -278,6 +306,7 @@ func TestLoadConfig(t *testing.T) {
 			id: component.NewIDWithName(metadata.Type, "small_queue_max"),
 			want: wantConfig(func(c *Config) {
 				q := c.QueueConfig.Get()
+				q.Sizer = exporterhelper.RequestSizerTypeItems
 				q.QueueSize = 1000
 				q.Batch.Get().MinSize = 300
 				q.Batch.Get().MaxSize = 300
@@ -323,6 +352,7 @@ func TestInvalidConfigs(t *testing.T) {
 		"short_ledger":                `"ledger_retention" must be at least 1m`,
 		"redis_early_ack":             `set "sending_queue::enabled: false"`,
 		"small_queue_explicit_min":    "`min_size` must be less than or equal to `queue_size`",
+		"items_size_in_bytes_queue":   `"sending_queue::queue_size" is 200000 bytes (sizer: bytes, the default): a bytes-sized queue needs at least 1048576 (1 MiB); for a queue counted in items set "sending_queue::sizer: items"`,
 		"bad_exec_mode":               `"query_exec_mode" "prepared" is not one of`,
 		"bad_work_mem_unit":           `"work_mem" "64mb" is not a PostgreSQL memory size`,
 		"bad_work_mem_sql":            `"work_mem" "64MB'; DROP TABLE x; --" is not a PostgreSQL memory size`,

@@ -247,10 +247,15 @@ func (e *pgExporter) writeFailed(err error, n int) error {
 
 // converter gives each request its key as it enters the exporter, before the
 // queue and the retry sender, and refuses, as permanent, a request the queue
-// could never hold.
+// could never hold: the splitter in front cuts larger ones into pieces that
+// fit, so only a single span, data point or log record larger than a
+// bytes-sized queue is refused.
 func converter[T any](cfg *Config, c *request.Codec[T]) func(context.Context, T) (xexporterhelper.Request, error) {
-	return func(_ context.Context, d T) (xexporterhelper.Request, error) {
+	return func(ctx context.Context, d T) (xexporterhelper.Request, error) {
 		r := request.New(c, d)
+		if n := measuredSize(ctx); n >= 0 && cfg.QueueConfig.HasValue() {
+			r = request.NewSized(c, d, cfg.QueueConfig.Get().Sizer, n)
+		}
 		if err := cfg.fitsQueue(r); err != nil {
 			return nil, err
 		}

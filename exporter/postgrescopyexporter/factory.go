@@ -90,7 +90,7 @@ func createTraces(ctx context.Context, set exporter.Settings, c component.Config
 	if err != nil {
 		return nil, err
 	}
-	return tracesExporter{Traces: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}}, nil
+	return tracesExporter{Traces: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}, split: newSplitter(cfg, request.Traces, cloneTraces)}, nil
 }
 
 func createMetrics(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Metrics, error) {
@@ -104,7 +104,7 @@ func createMetrics(ctx context.Context, set exporter.Settings, c component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return metricsExporter{Metrics: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}}, nil
+	return metricsExporter{Metrics: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}, split: newSplitter(cfg, request.Metrics, cloneMetrics)}, nil
 }
 
 func createLogs(ctx context.Context, set exporter.Settings, c component.Config) (exporter.Logs, error) {
@@ -118,5 +118,5 @@ func createLogs(ctx context.Context, set exporter.Settings, c component.Config) 
 	if err != nil {
 		return nil, err
 	}
-	return logsExporter{Logs: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}}, nil
+	return logsExporter{Logs: exp, stop: stopFirst{e: e, shutdown: exp.Shutdown}, split: newSplitter(cfg, request.Logs, cloneLogs)}, nil
 }

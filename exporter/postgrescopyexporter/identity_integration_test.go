@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/plog"
@@ -82,23 +81,6 @@ func TestDirectRetryIsNotDuplicated(t *testing.T) {
 	require.NoError(t, push(ctx, merged[0]))
 	require.EqualValues(t, 47, pgtest.Count(t, pool, schemaName, "spans"))
 	require.EqualValues(t, 2, pgtest.Count(t, pool, schemaName, "ledger"))
-}
-
-// TestRequestLargerThanQueueIsPermanent: a request the queue can never hold
-// is refused as permanent, naming the limit, so the client does not retry it.
-func TestRequestLargerThanQueueIsPermanent(t *testing.T) {
-	cfg, _ := testConfig(t)
-	cfg.QueueConfig = metadata.NewDefaultSendingQueueConfig()
-	ctx := context.Background()
-	te, err := NewFactory().CreateTraces(ctx, exportertest.NewNopSettings(metadata.Type), cfg)
-	require.NoError(t, err)
-	require.NoError(t, te.Start(ctx, componenttest.NewNopHost()))
-	t.Cleanup(func() { require.NoError(t, te.Shutdown(ctx)) })
-
-	err = te.ConsumeTraces(ctx, makeTraces(200_001, "huge"))
-	require.Error(t, err)
-	require.True(t, consumererror.IsPermanent(err), "not permanent: %v", err)
-	require.ErrorContains(t, err, "sending_queue::queue_size (200000 items")
 }
 
 // TestRedisMergedRequestIsOneEntryPerPart: with a sending queue in front of

@@ -10,6 +10,9 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -231,21 +234,36 @@ func (s stopFirst) Shutdown(ctx context.Context) error {
 
 type tracesExporter struct {
 	exporter.Traces
-	stop stopFirst
+	stop  stopFirst
+	split splitter[ptrace.Traces]
+}
+
+func (x tracesExporter) ConsumeTraces(ctx context.Context, d ptrace.Traces) error {
+	return x.split.consume(ctx, d, x.Capabilities().MutatesData, x.Traces.ConsumeTraces)
 }
 
 func (x tracesExporter) Shutdown(ctx context.Context) error { return x.stop.Shutdown(ctx) }
 
 type metricsExporter struct {
 	exporter.Metrics
-	stop stopFirst
+	stop  stopFirst
+	split splitter[pmetric.Metrics]
+}
+
+func (x metricsExporter) ConsumeMetrics(ctx context.Context, d pmetric.Metrics) error {
+	return x.split.consume(ctx, d, x.Capabilities().MutatesData, x.Metrics.ConsumeMetrics)
 }
 
 func (x metricsExporter) Shutdown(ctx context.Context) error { return x.stop.Shutdown(ctx) }
 
 type logsExporter struct {
 	exporter.Logs
-	stop stopFirst
+	stop  stopFirst
+	split splitter[plog.Logs]
+}
+
+func (x logsExporter) ConsumeLogs(ctx context.Context, d plog.Logs) error {
+	return x.split.consume(ctx, d, x.Capabilities().MutatesData, x.Logs.ConsumeLogs)
 }
 
 func (x logsExporter) Shutdown(ctx context.Context) error { return x.stop.Shutdown(ctx) }

@@ -79,6 +79,37 @@ func New[T any](c *Codec[T], d T) *Request[T] {
 	return &Request[T]{codec: c, parts: []*Part[T]{newPart(NewKey(), d)}}
 }
 
+// NewSized is New with d's size in szt already measured (Size), so that the
+// queue does not measure it again.
+func NewSized[T any](c *Codec[T], d T, szt exporterhelper.RequestSizerType, size int) *Request[T] {
+	r := New(c, d)
+	switch szt {
+	case exporterhelper.RequestSizerTypeBytes:
+		r.parts[0].bytes = size
+	case exporterhelper.RequestSizerTypeItems:
+		r.parts[0].items = size
+	}
+	return r
+}
+
+// Size is d's size in szt's unit: its protobuf size for bytes, its items
+// otherwise.
+func Size[T any](c *Codec[T], d T, szt exporterhelper.RequestSizerType) int {
+	if szt == exporterhelper.RequestSizerTypeBytes {
+		return c.bytes(d)
+	}
+	return c.items(d)
+}
+
+// Split cuts d into pieces of at most maxSize each in szt's unit, in order,
+// moving its leaves (d is left empty). A single leaf larger than maxSize is
+// a piece alone.
+func Split[T any](c *Codec[T], d T, maxSize int, szt exporterhelper.RequestSizerType) []T {
+	ct := &cutter{max: maxSize, bytes: szt == exporterhelper.RequestSizerTypeBytes}
+	c.ends(d, ct)
+	return c.split(d, ct.finish())
+}
+
 func newPart[T any](key string, d T) *Part[T] {
 	return &Part[T]{Key: key, Data: d, items: -1, bytes: -1}
 }
@@ -214,10 +245,7 @@ func (r *Request[T]) MergeSplit(_ context.Context, maxSize int, szt exporterhelp
 // cut splits an oversized part into chunks of at most maxSize each (a single
 // leaf larger than maxSize is a chunk alone: it is written, not dropped).
 func (c *Codec[T]) cut(p *Part[T], maxSize int, szt exporterhelper.RequestSizerType) []*Part[T] {
-	ct := &cutter{max: maxSize, bytes: szt == exporterhelper.RequestSizerTypeBytes}
-	c.ends(p.Data, ct)
-	ends := ct.finish()
-	pieces := c.split(p.Data, ends)
+	pieces := Split(c, p.Data, maxSize, szt)
 	out := make([]*Part[T], len(pieces))
 	for i, d := range pieces {
 		out[i] = newPart(p.Key+"/"+strconv.Itoa(i), d)

@@ -216,3 +216,27 @@ func TestRequestEncodingRoundTrip(t *testing.T) {
 		assert.ErrorIs(t, err, ErrEncoding)
 	}
 }
+
+// TestSplitFitsEveryPieceInBytes: Split cuts pdata into pieces whose
+// protobuf size is at most the bound, every span kept once, in order; a
+// request built with its measured size reports that size.
+func TestSplitFitsEveryPieceInBytes(t *testing.T) {
+	td := makeTraces(500, "svc")
+	total := Size(Traces, td, sizeBytes)
+	require.Equal(t, (&ptrace.ProtoMarshaler{}).TracesSize(td), total)
+	require.Equal(t, 500, Size(Traces, td, sizeItems))
+	limit := total / 7
+	pieces := Split(Traces, td, limit, sizeBytes)
+	require.GreaterOrEqual(t, len(pieces), 7)
+	var got []int64
+	for _, p := range pieces {
+		require.LessOrEqual(t, Size(Traces, p, sizeBytes), limit)
+		r := New(Traces, p)
+		got = append(got, spanIndexes(t, r)[0]...)
+	}
+	require.Equal(t, seq(0, 500), got)
+
+	r := NewSized(Traces, makeTraces(3, "svc"), sizeBytes, 12345)
+	require.Equal(t, 12345, r.BytesSize())
+	require.Equal(t, 3, r.ItemsCount())
+}

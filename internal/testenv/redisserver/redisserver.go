@@ -142,6 +142,14 @@ type exitedError struct{ msg string }
 
 func (e *exitedError) Error() string { return e.msg }
 
+// Pid is the running process's id, 0 when none runs.
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return ports.Addr(s.Port) }
 
