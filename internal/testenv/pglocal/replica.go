@@ -164,11 +164,14 @@ func (c *Cluster) Standby(ctx context.Context, name string, primary *Server) (*S
 }
 
 // WaitReplayed waits until standby has replayed everything primary has
-// written so far (pg_last_wal_replay_lsn >= pg_current_wal_lsn).
+// written so far: pg_last_wal_replay_lsn() on the standby reaches the
+// primary's pg_current_wal_insert_lsn(). Not pg_current_wal_lsn(), which is
+// only what has left the WAL buffers: with synchronous_commit off the last
+// commits may still be behind it.
 func WaitReplayed(ctx context.Context, primary, standby *pgxpool.Pool, timeout time.Duration) error {
 	t0 := time.Now()
 	var target string
-	if err := primary.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
+	if err := primary.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&target); err != nil {
 		return err
 	}
 	for {
