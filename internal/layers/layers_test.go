@@ -69,7 +69,7 @@ var testOnly = []string{"internal/testenv/pgtest", "internal/schema/spangen", "i
 // (pgtest, redistest) on top, and no product package anywhere.
 var testEnv = map[string][]string{
 	"internal/testenv/ports":       {},
-	"internal/testenv/pglocal":     {},
+	"internal/testenv/pglocal":     {"internal/testenv/ports"},
 	"internal/testenv/tcpproxy":    {},
 	"internal/testenv/pgcount":     {},
 	"internal/testenv/redisserver": {"internal/testenv/ports"},
