@@ -120,8 +120,11 @@ type Runtime struct {
 	// meanwhile (sentinels.go).
 	sentinels    []*redis.SentinelClient
 	sentinelView sentinelView
-	waiting      map[string]bool
-	away         map[string]bool
+	// sentinelRefusalSaid: the sentinels' refusal of SENTINEL MASTER was
+	// logged.
+	sentinelRefusalSaid bool
+	waiting             map[string]bool
+	away                map[string]bool
 	// refusing: Enqueue refuses, a majority of the sentinels name another
 	// primary than the server reached (set at each check).
 	refusing atomic.Bool

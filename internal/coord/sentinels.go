@@ -32,6 +32,10 @@ type sentinelView struct {
 	named string
 	// answered counts the sentinels that named an up primary.
 	answered int
+	// refused: every sentinel that answered refused SENTINEL MASTER (an
+	// ACL user limited to what go-redis asks): nothing to compare with,
+	// the audit runs as without sentinels.
+	refused bool
 }
 
 // newSentinelClients are the clients of cl's sentinels (none outside
@@ -53,12 +57,19 @@ func (rs *Runtime) readSentinels(ctx context.Context) {
 		return
 	}
 	votes := map[string]int{}
-	answered := 0
+	answered, refused, replied := 0, 0, 0
 	for _, sc := range rs.sentinels {
 		m, err := sc.Master(ctx, rs.cl.masterName).Result()
 		if err != nil {
+			if IsReply(err) {
+				replied++
+				if Classify(err) == KindPermission {
+					refused++
+				}
+			}
 			continue
 		}
+		replied++
 		flags := m["flags"]
 		if m["runid"] == "" || strings.Contains(flags, "s_down") || strings.Contains(flags, "o_down") || strings.Contains(flags, "failover") {
 			continue
@@ -66,7 +77,7 @@ func (rs *Runtime) readSentinels(ctx context.Context) {
 		answered++
 		votes[m["runid"]]++
 	}
-	v := sentinelView{answered: answered}
+	v := sentinelView{answered: answered, refused: replied > 0 && refused == replied}
 	for id, n := range votes {
 		if n > len(rs.sentinels)/2 {
 			v.named = id
@@ -88,7 +99,18 @@ func (rs *Runtime) reachesNamedPrimary(stream, node string) bool {
 	}
 	rs.mu.Lock()
 	v := rs.sentinelView
+	said := rs.sentinelRefusalSaid
+	rs.sentinelRefusalSaid = v.refused
 	rs.mu.Unlock()
+	if v.refused {
+		if !said {
+			rs.logger.Warn("the sentinels refuse SENTINEL MASTER to redis::sentinel::username: the loss audit cannot tell whether the server reached "+
+				"is the primary they name, and may report a loss while a failover settles; allow +sentinel|master to that user",
+				zap.String("redis", rs.addr))
+		}
+		rs.refusing.Store(false)
+		return true
+	}
 	ok := v.named != "" && v.named == node
 	refuse := v.named != "" && v.named != node
 	was := rs.refusing.Swap(refuse)
