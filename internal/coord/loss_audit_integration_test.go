@@ -396,3 +396,30 @@ func TestLossAuditWaitsForTheSentinelsPrimary(t *testing.T) {
 	assert.Equal(t, want, failover[0].ContextMap()["lost_entries"])
 	assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost the stream").All(), "the stream was not lost:\n%s", b.said())
 }
+
+// TestLossAuditSentinelRefusingMasterAuditsAsWithout: a sentinel user that
+// may not run SENTINEL MASTER leaves nothing to compare with; the audit
+// runs as without the sentinels (a stream lost whole is reported), and says
+// so once.
+func TestLossAuditSentinelRefusingMasterAuditsAsWithout(t *testing.T) {
+	const master = "audit"
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	bs := redistest.Start(t, "", volatile...)
+	before, after := redistest.Client(t, bs), throwawayRedis(t, volatile...)
+	addrs := redistest.StartSentinels(t, bs, 1, redisserver.SentinelOptions{Master: master})
+	admin := redis.NewClient(&redis.Options{Addr: addrs[0]})
+	defer admin.Close()
+	require.NoError(t, admin.Do(context.Background(), "ACL", "SETUSER", "limited", "on", ">limited-secret", "+@all", "-sentinel|master").Err())
+	b := newAuditBench(t, before)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addrs[0], Username: "limited", Password: "limited-secret"})
+	defer sc.Close()
+	b.rs.cl.masterName, b.rs.sentinels = master, []*redis.SentinelClient{sc}
+	b.enqueue(before, 4)
+	b.check(before)
+	b.check(before)
+	b.check(after)
+	b.clock.advance(FailoverGrace)
+	b.check(after)
+	assert.Equal(t, []int64{4}, b.rec.all(), "the stream lost, reported as without sentinels:\n%s", b.said())
+	assert.Len(t, b.logs.FilterMessageSnippet("refuse SENTINEL MASTER").All(), 1, b.said())
+}
