@@ -114,14 +114,13 @@ type Runtime struct {
 	// now is the clock of the failover audit's waits (a test's own).
 	now func() time.Time
 	// sentinels are the clients of the configured sentinels (Sentinel
-	// mode only), sentinelView what they said at the last tick, waiting
-	// the streams whose checks wait for the server reached to be the
-	// primary they name, away those whose server seen answered no longer
+	// mode only), sentinelView what they said at the last tick (and
+	// sentinelRefusalSaid: their refusal of SENTINEL MASTER was logged),
+	// waiting the streams whose checks wait for the server reached to be
+	// the primary they name, away those whose server seen did not answer
 	// meanwhile (sentinels.go).
-	sentinels    []*redis.SentinelClient
-	sentinelView sentinelView
-	// sentinelRefusalSaid: the sentinels' refusal of SENTINEL MASTER was
-	// logged.
+	sentinels           []*redis.SentinelClient
+	sentinelView        sentinelView
 	sentinelRefusalSaid bool
 	waiting             map[string]bool
 	away                map[string]bool
