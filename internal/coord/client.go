@@ -36,6 +36,9 @@ type Client struct {
 	secrets []string
 	// masterName and sentinels name the Sentinel setup (Sentinel mode only).
 	masterName, sentinels string
+	// sentinelOpts are each sentinel's client options, as the failover
+	// client's own (Sentinel mode only).
+	sentinelOpts []*redis.Options
 }
 
 // NewClient builds the client of o. Every mode gets the same deadlines
@@ -65,6 +68,17 @@ func NewClient(o Options, poolSize int) (*Client, error) {
 		cl.masterName, cl.sentinels = so.MasterName, strings.Join(so.SentinelAddrs, ",")
 		cl.where = fmt.Sprintf("redis::sentinel master %q (sentinels %s)", so.MasterName, cl.sentinels)
 		cl.rdb = redis.NewFailoverClient(&so)
+		for _, addr := range so.SentinelAddrs {
+			cl.sentinelOpts = append(cl.sentinelOpts, &redis.Options{
+				Addr: addr, ClientName: so.ClientName, Dialer: so.Dialer,
+				Username: so.SentinelUsername, Password: so.SentinelPassword, TLSConfig: so.TLSConfig,
+				DialTimeout: so.DialTimeout, ReadTimeout: so.ReadTimeout, WriteTimeout: so.WriteTimeout,
+				ContextTimeoutEnabled: true,
+				// Asked once per maintenance tick: an unanswered sentinel
+				// counts as not naming the server, no retry needed.
+				MaxRetries: -1, PoolSize: 1,
+			})
+		}
 	case o.Cluster != nil:
 		co := *o.Cluster
 		timeouts(&co.ReadTimeout, &co.WriteTimeout, &co.PoolSize, &co.ContextTimeoutEnabled)

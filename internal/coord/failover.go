@@ -64,6 +64,27 @@ func (r *recentAdds) forget() {
 	r.list, r.head = r.list[:0], 0
 }
 
+// drop forgets the entries of es: reported lost, they are not looked up
+// again after a later change of server.
+func (r *recentAdds) drop(es []addedEntry) {
+	if r == nil {
+		return
+	}
+	gone := make(map[string]bool, len(es))
+	for _, e := range es {
+		gone[e.id] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := r.list[:r.head]
+	for _, e := range r.list[r.head:] {
+		if !gone[e.id] {
+			kept = append(kept, e)
+		}
+	}
+	r.list = kept
+}
+
 // snapshot returns the entries remembered, oldest first (none for a stream
 // this collector does not add to: a shard being drained).
 func (r *recentAdds) snapshot() []addedEntry {
@@ -96,7 +117,7 @@ type failoverSuspects struct {
 func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, wholesale bool) {
 	stream := s.Keys().Stream
 	rs.mu.Lock()
-	seen, sus, epoch := rs.nodes[stream], rs.suspects[stream], rs.epochs[stream]
+	seen, sus, epoch, away := rs.nodes[stream], rs.suspects[stream], rs.epochs[stream], rs.away[stream]
 	rs.mu.Unlock()
 	known := seen.runID
 	wholesale = wholesale || (known != "" && seen.epoch != epoch)
@@ -107,7 +128,9 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, who
 		}
 	}
 	node, err := s.Node(ctx)
-	if err != nil || (node == known && !wholesale) {
+	// away: another server answered while the sentinels named this one;
+	// what it acknowledged is looked up too.
+	if err != nil || (node == known && !wholesale && !away) {
 		return
 	}
 	if wholesale {
@@ -116,6 +139,7 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, who
 	if known == "" || wholesale {
 		rs.mu.Lock()
 		delete(rs.suspects, stream)
+		delete(rs.away, stream)
 		rs.nodes[stream] = nodeSeen{node, epoch}
 		rs.mu.Unlock()
 		return
@@ -130,6 +154,12 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, who
 		zap.Int("entries_looked_up", len(added)), zap.Int("missing_and_not_written", len(suspects)))
 	rs.mu.Lock()
 	rs.nodes[stream] = nodeSeen{node, epoch}
+	delete(rs.away, stream)
+	if cur := rs.suspects[stream]; cur != nil {
+		// Still open: kept with those found now, under a new grace.
+		suspects = mergeSuspects(cur.entries, suspects)
+		known = cur.from
+	}
 	if len(suspects) > 0 {
 		rs.suspects[stream] = &failoverSuspects{entries: suspects, from: known, to: node, since: rs.now()}
 	}
@@ -150,6 +180,7 @@ func (rs *Runtime) decideSuspects(ctx context.Context, sig string, s *Stream, su
 	}
 	rs.mu.Unlock()
 	if len(lost) > 0 {
+		rs.recent[stream].drop(lost)
 		rs.reportFailoverLoss(ctx, sig, stream, lost, sus.from, sus.to)
 	}
 }
@@ -295,4 +326,19 @@ func (rs *Runtime) reportFailoverLoss(ctx context.Context, sig, stream string, l
 		zap.Int("lost_entries", len(lost)), zap.Int("lost_items", items),
 		zap.String("first_lost_id", lost[0].id), zap.String("last_lost_id", lost[len(lost)-1].id),
 		zap.String("from_run_id", from), zap.String("to_run_id", to))
+}
+
+// mergeSuspects returns the entries of a and those of b not in a.
+func mergeSuspects(a, b []addedEntry) []addedEntry {
+	in := make(map[string]bool, len(a))
+	for _, e := range a {
+		in[e.id] = true
+	}
+	out := append([]addedEntry(nil), a...)
+	for _, e := range b {
+		if !in[e.id] {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -15,6 +15,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redisserver"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/redistest"
 )
 
 // The loss audit driven check by check: each maintenance tick is one
@@ -136,6 +139,7 @@ func (b *auditBench) enqueue(rdb *redis.Client, n int) []string {
 
 // check is one maintenance tick reaching rdb.
 func (b *auditBench) check(rdb *redis.Client) {
+	b.rs.readSentinels(context.Background())
 	require.NoError(b.t, b.rs.checkShard(context.Background(), "traces", b.on(rdb)))
 	b.clock.advance(auditStatsEvery)
 }
@@ -283,4 +287,139 @@ func TestLossAuditStreamLostAfterTicksAndGrace(t *testing.T) {
 	}
 	assert.Len(t, b.rec.all(), 1, "reported once:\n%s", b.said())
 	assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost entries in a failover").All())
+}
+
+// runID is the run id of the server rdb reaches.
+func runID(t *testing.T, rdb *redis.Client) string {
+	t.Helper()
+	id, err := NewStream(rdb, Keys{}, Bounds{}, "").Node(context.Background())
+	require.NoError(t, err)
+	return id
+}
+
+// sentinelsOf are clients of the sentinels at addrs, watched by b's runtime
+// as it watches those of redis::sentinel.
+func (b *auditBench) watchSentinels(master string, addrs []string) []*redis.SentinelClient {
+	var scs []*redis.SentinelClient
+	for _, a := range addrs {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: a})
+		b.t.Cleanup(func() { _ = sc.Close() })
+		scs = append(scs, sc)
+	}
+	b.rs.cl.masterName = master
+	b.rs.sentinels = scs
+	return scs
+}
+
+// monitor makes every sentinel monitor rdb's server as master, as a
+// failover ends, and waits until each names it by its run id.
+func monitor(t *testing.T, scs []*redis.SentinelClient, master string, rdb *redis.Client) {
+	ctx := context.Background()
+	host, port, ok := strings.Cut(rdb.Options().Addr, ":")
+	require.True(t, ok)
+	for _, sc := range scs {
+		require.NoError(t, sc.Remove(ctx, master).Err())
+		require.NoError(t, sc.Monitor(ctx, master, host, port, "2").Err())
+	}
+	namedBy(t, scs, master, rdb)
+}
+
+// namedBy waits until every sentinel names rdb's server, up, by its run id.
+func namedBy(t *testing.T, scs []*redis.SentinelClient, master string, rdb *redis.Client) {
+	want := runID(t, rdb)
+	for _, sc := range scs {
+		require.Eventually(t, func() bool {
+			m, err := sc.Master(context.Background(), master).Result()
+			return err == nil && m["runid"] == want && m["flags"] == "master"
+		}, 10*time.Second, 10*time.Millisecond, "the sentinel does not name the primary")
+	}
+}
+
+// TestLossAuditWaitsForTheSentinelsPrimary: the client stays on a server
+// that is not the primary the sentinels name (the old primary back empty,
+// the sentinels naming the promoted replica) for many checks and longer
+// than every wait. Nothing is decided and requests are refused meanwhile;
+// once it reaches the primary they name, what the old primary's stay and
+// the failover lost is reported once, exactly, and the stream not lost
+// whole.
+func TestLossAuditWaitsForTheSentinelsPrimary(t *testing.T) {
+	const lagging, during, committed = 4, 3, 1
+	const master = "audit"
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	ps := redistest.Start(t, "", append(volatile, "--repl-diskless-sync-delay", "0")...)
+	primary := redistest.Client(t, ps)
+	replica, restarted := throwawayRedis(t, volatile...), throwawayRedis(t, volatile...)
+	addrs := redistest.StartSentinels(t, ps, 3, redisserver.SentinelOptions{Master: master})
+	b := newAuditBench(t, primary)
+	scs := b.watchSentinels(master, addrs)
+	namedBy(t, scs, master, primary)
+
+	b.enqueue(primary, 6)
+	b.check(primary)
+	b.check(primary)
+	promote(t, replica, primary, b.keys)
+	b.enqueue(primary, lagging)
+	monitor(t, scs, master, replica)
+	b.check(replica) // the client follows the promoted replica
+
+	// It reaches the old primary, back empty, while the sentinels name the
+	// promoted replica: what it adds before the next check is acknowledged
+	// there.
+	for _, key := range b.enqueue(restarted, during)[:committed] {
+		b.ledger.commit(key)
+	}
+	for range 3 * epochTicks {
+		b.check(restarted)
+	}
+	b.clock.advance(3 * FailoverGrace)
+	for range 3 * epochTicks {
+		b.check(restarted)
+	}
+	assert.Empty(t, b.rec.all(), "decided on a server the sentinels do not name:\n%s", b.said())
+	assert.Empty(t, b.errors(), b.said())
+	b.rs.adders["traces"] = []*Stream{b.on(restarted)}
+	err := b.rs.Enqueue(context.Background(), "traces", "refused", "test", []byte("payload"), 20)
+	require.ErrorIs(t, err, ErrNotNamedPrimary, "a request acknowledged by a server the sentinels do not name:\n%s", b.said())
+	assert.Contains(t, err.Error(), "retrying")
+
+	// On the primary the sentinels name, for longer than every wait.
+	b.check(replica)
+	b.enqueue(replica, 1)
+	b.clock.advance(FailoverGrace)
+	for range epochTicks + 2 {
+		b.check(replica)
+	}
+	want := int64(lagging + during - committed)
+	assert.Equal(t, []int64{want}, b.rec.all(), "one loss, counted exactly:\n%s", b.said())
+	failover := b.logs.FilterMessageSnippet("Redis lost entries in a failover").All()
+	require.Len(t, failover, 1, b.said())
+	assert.Equal(t, want, failover[0].ContextMap()["lost_entries"])
+	assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost the stream").All(), "the stream was not lost:\n%s", b.said())
+}
+
+// TestLossAuditSentinelRefusingMasterAuditsAsWithout: a sentinel user that
+// may not run SENTINEL MASTER leaves nothing to compare with; the audit
+// runs as without the sentinels (a stream lost whole is reported), and says
+// so once.
+func TestLossAuditSentinelRefusingMasterAuditsAsWithout(t *testing.T) {
+	const master = "audit"
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	bs := redistest.Start(t, "", volatile...)
+	before, after := redistest.Client(t, bs), throwawayRedis(t, volatile...)
+	addrs := redistest.StartSentinels(t, bs, 1, redisserver.SentinelOptions{Master: master})
+	admin := redis.NewClient(&redis.Options{Addr: addrs[0]})
+	defer admin.Close()
+	require.NoError(t, admin.Do(context.Background(), "ACL", "SETUSER", "limited", "on", ">limited-secret", "+@all", "-sentinel|master").Err())
+	b := newAuditBench(t, before)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: addrs[0], Username: "limited", Password: "limited-secret"})
+	defer sc.Close()
+	b.rs.cl.masterName, b.rs.sentinels = master, []*redis.SentinelClient{sc}
+	b.enqueue(before, 4)
+	b.check(before)
+	b.check(before)
+	b.check(after)
+	b.clock.advance(FailoverGrace)
+	b.check(after)
+	assert.Equal(t, []int64{4}, b.rec.all(), "the stream lost, reported as without sentinels:\n%s", b.said())
+	assert.Len(t, b.logs.FilterMessageSnippet("refuse SENTINEL MASTER").All(), 1, b.said())
 }

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -112,6 +113,20 @@ type Runtime struct {
 	unsettled map[string]*epochChange
 	// now is the clock of the failover audit's waits (a test's own).
 	now func() time.Time
+	// sentinels are the clients of the configured sentinels (Sentinel
+	// mode only), sentinelView what they said at the last tick (and
+	// sentinelRefusalSaid: their refusal of SENTINEL MASTER was logged),
+	// waiting the streams whose checks wait for the server reached to be
+	// the primary they name, away those whose server seen did not answer
+	// meanwhile (sentinels.go).
+	sentinels           []*redis.SentinelClient
+	sentinelView        sentinelView
+	sentinelRefusalSaid bool
+	waiting             map[string]bool
+	away                map[string]bool
+	// refusing: Enqueue refuses, a majority of the sentinels name another
+	// primary than the server reached (set at each check).
+	refusing atomic.Bool
 	// durability as last read; durabilityRead once it was.
 	durability     Durability
 	durabilityRead bool
@@ -134,6 +149,9 @@ func NewRuntime(cl *Client, cfg Config, logger *zap.Logger, rec Recorder, ledger
 		suspects:  map[string]*failoverSuspects{},
 		unsettled: map[string]*epochChange{},
 		now:       time.Now,
+		sentinels: newSentinelClients(cl),
+		waiting:   map[string]bool{},
+		away:      map[string]bool{},
 		done:      make(chan struct{}),
 	}
 	if rs.consumer == "" {
@@ -213,7 +231,10 @@ func (rs *Runtime) Stop() {
 func (rs *Runtime) Done() <-chan struct{} { return rs.done }
 
 // Close closes the Redis client.
-func (rs *Runtime) Close() error { return rs.cl.Close() }
+func (rs *Runtime) Close() error {
+	rs.closeSentinels()
+	return rs.cl.Close()
+}
 
 // bounds are one shard's: redis::max_pending_* are per signal, split over
 // its shards.
@@ -366,6 +387,7 @@ func (rs *Runtime) maintain(ctx context.Context) {
 				zap.Int("shards", n))
 			rs.coverShards(ctx, n)
 		}
+		rs.readSentinels(ctx)
 		var failed error
 		for _, sig := range rs.cfg.Signals {
 			for _, s := range rs.shards[sig] {
@@ -415,6 +437,24 @@ func (rs *Runtime) checkShard(ctx context.Context, sig string, s *Stream) error 
 	rs.mu.Lock()
 	known := rs.epochs[stream]
 	rs.mu.Unlock()
+	// In Sentinel mode nothing is read, counted or decided while the
+	// server reached is not the primary the sentinels name: what it holds
+	// says nothing about what was lost. The audit then looks up the adds
+	// remembered, whichever server it settles on.
+	if len(rs.sentinels) > 0 {
+		node, err := s.Node(ctx)
+		if err != nil {
+			return err
+		}
+		if !rs.reachesNamedPrimary(stream, node) {
+			rs.mu.Lock()
+			if seen := rs.nodes[stream]; seen.runID != "" && seen.runID != node {
+				rs.away[stream] = true
+			}
+			rs.mu.Unlock()
+			return nil
+		}
+	}
 	// The count first: entries that vanished since the last audit, exactly
 	// (-1: no count, it starts now).
 	vanished, err := s.Audit(ctx)
@@ -468,6 +508,9 @@ func shardOf(key string, n int) int {
 func (rs *Runtime) Enqueue(ctx context.Context, signal, key, format string, payload []byte, items int) error {
 	shards := rs.adders[signal]
 	s := shards[shardOf(key, len(shards))]
+	if err := rs.refusal(); err != nil {
+		return err
+	}
 	id, err := s.AddEntry(ctx, key, format, payload, items)
 	if errors.Is(err, ErrBackpressure) {
 		return err
