@@ -161,6 +161,7 @@ func (b *bench) collectorConfig(schemaName string, users int, seed uint64, redis
 	for k, v := range b.loadgenExtra {
 		lg[k] = v
 	}
+	mergeConfig(lg, b.variantLoadgen)
 	pipeline := map[string]any{"receivers": []string{"loadgen"}, "exporters": []string{"postgrescopy"}}
 	cfg := map[string]any{
 		"receivers": map[string]any{"loadgen": lg},

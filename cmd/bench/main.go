@@ -56,6 +56,7 @@ type bench struct {
 	exporterExtra      map[string]any // -exporter-config: merged into every collector run's exporter section
 	variantExporter    map[string]any // the running -variants strategy's exporter settings, merged after exporterExtra
 	variantEnv         []string       // and its collector environment
+	variantLoadgen     map[string]any // and its loadgen settings, merged after -loadgen-config
 	loadgenExtra       map[string]any // merged into the loadgen receiver's section (the sustained part)
 	live               *liveRun       // the collector run in progress
 	sus                sustainedFlags
@@ -93,7 +94,8 @@ type strategy struct {
 	// -variants of postgrescopy + Redis (strategies.go).
 	collector string
 	exporter  map[string]any
-	env       []string // KEY=value added to the collector's environment
+	env       []string       // KEY=value added to the collector's environment
+	loadgen   map[string]any // merged over the loadgen receiver's section
 }
 
 func (s strategy) displayName() string {
@@ -198,7 +200,7 @@ func run() int {
 	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 2 minutes + 1s per 5,000 rows)")
 	fs.DurationVar(&b.collectorStall, "collector-stall", 60*time.Second, "fail a collector run, saying what it lost, when no batch commits for this long")
 	var exporterExtra, loadgenExtra, variantsFlag string
-	fs.StringVar(&variantsFlag, "variants", "", `JSON object of extra postgrescopy + Redis runs, by label, each with "collector" (another built binary), "exporter" (merged over the exporter section), "env" (the collector's environment) and/or "direct": true (without Redis), e.g. '{"workers1":{"exporter":{"redis":{"workers":1}}}}'`)
+	fs.StringVar(&variantsFlag, "variants", "", `JSON object of extra postgrescopy + Redis runs, by label, each with "collector" (another built binary), "exporter" (merged over the exporter section), "loadgen" (merged over the loadgen receiver's section, e.g. {"concurrency":2}), "env" (the collector's environment) and/or "direct": true (without Redis), e.g. '{"workers1":{"exporter":{"redis":{"workers":1}}}}'`)
 	fs.StringVar(&loadgenExtra, "loadgen-config", "", `JSON object merged into the loadgen receiver's section of every collector run, e.g. '{"retry_on_failure":{"enabled":false}}'`)
 	fs.StringVar(&exporterExtra, "exporter-config", "", `JSON object merged into the exporter section of every collector run, e.g. '{"sending_queue":{"block_on_overflow":false}}'`)
 	fs.Int64Var(&b.sus.rows, "sustained-rows", 10_000_000, "sustained part: rows to write (rounded up to whole users)")
@@ -720,8 +722,8 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 		defer func(c string) { b.collector = c }(b.collector)
 		b.collector = s.collector
 	}
-	b.variantExporter, b.variantEnv = s.exporter, s.env
-	defer func() { b.variantExporter, b.variantEnv = nil, nil }()
+	b.variantExporter, b.variantEnv, b.variantLoadgen = s.exporter, s.env, s.loadgen
+	defer func() { b.variantExporter, b.variantEnv, b.variantLoadgen = nil, nil, nil }()
 	run, err := b.runCollector(ctx, schemaName, 0, ds.users, b.seed, prefix, nil)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()

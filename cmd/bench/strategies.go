@@ -414,6 +414,7 @@ func parseVariants(s string) ([]strategy, error) {
 		Collector string            `json:"collector"`
 		Exporter  map[string]any    `json:"exporter"`
 		Env       map[string]string `json:"env"`
+		Loadgen   map[string]any    `json:"loadgen"`
 		// Direct runs the variant without Redis (postgrescopy direct).
 		Direct bool `json:"direct"`
 	}
@@ -429,8 +430,8 @@ func parseVariants(s string) ([]strategy, error) {
 		if label == "" || strings.ContainsAny(label, ", ") {
 			return nil, fmt.Errorf("label %q: want a word without commas or spaces", label)
 		}
-		if v.Collector == "" && len(v.Exporter) == 0 && len(v.Env) == 0 {
-			return nil, fmt.Errorf("%s: no collector, exporter settings or environment", label)
+		if v.Collector == "" && len(v.Exporter) == 0 && len(v.Env) == 0 && len(v.Loadgen) == 0 {
+			return nil, fmt.Errorf("%s: no collector, exporter or loadgen settings or environment", label)
 		}
 		var env []string
 		for _, k := range slices.Sorted(maps.Keys(v.Env)) {
@@ -451,7 +452,7 @@ func parseVariants(s string) ([]strategy, error) {
 			key, name = "postgrescopy@"+label, "postgrescopy direct ["+label+"]"
 		}
 		out = append(out, strategy{key: key, name: name,
-			redis: !v.Direct, collector: v.Collector, exporter: v.Exporter, env: env})
+			redis: !v.Direct, collector: v.Collector, exporter: v.Exporter, env: env, loadgen: v.Loadgen})
 	}
 	return out, nil
 }

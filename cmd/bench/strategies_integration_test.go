@@ -64,6 +64,20 @@ func TestVariantExporterSettingsMerge(t *testing.T) {
 	if err != nil || len(vs) != 1 || vs[0].key != "postgrescopy@old" || vs[0].redis || vs[0].name != "postgrescopy direct [old]" {
 		t.Fatalf("direct variant: %+v, %v", vs, err)
 	}
+	// A variant's loadgen settings merge into the receiver's section.
+	vs, err = parseVariants(`{"c2":{"direct":true,"loadgen":{"concurrency":2}}}`)
+	if err != nil || len(vs) != 1 || vs[0].key != "postgrescopy@c2" {
+		t.Fatalf("loadgen variant: %+v, %v", vs, err)
+	}
+	b.loadgenConcurrency = 64
+	b.variantLoadgen = vs[0].loadgen
+	if lg := b.collectorConfig("s", 10, 1, "")["receivers"].(map[string]any)["loadgen"].(map[string]any); lg["concurrency"] != 2.0 || lg["users"] != 10 {
+		t.Errorf("loadgen section with the variant: %v", lg)
+	}
+	b.variantLoadgen = nil
+	if lg := b.collectorConfig("s", 10, 1, "")["receivers"].(map[string]any)["loadgen"].(map[string]any); lg["concurrency"] != 64 {
+		t.Errorf("loadgen section after the variant: %v", lg)
+	}
 	for _, bad := range []string{`{"x":{}}`, `{"a b":{"exporter":{"x":1}}}`, `{"x":{"collector":"/nonexistent/otelcol"}}`, `{"x":{"exporters":{}}}`} {
 		if _, err := parseVariants(bad); err == nil {
 			t.Errorf("parseVariants(%s) accepted", bad)
