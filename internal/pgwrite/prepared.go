@@ -15,7 +15,8 @@ import (
 // COPYs: the ledger insert and the partition claim's bounds query. Sent
 // unnamed, each was parsed, analysed and planned again in every write's
 // transaction (the claim's catalog query most of all); prepared once per
-// connection, the server plans it once and reuses the plan. Only when the
+// connection, it is parsed once, and planned again only until the server
+// settles on a generic plan (it tries custom plans first). Only when the
 // pool's query_exec_mode keeps statements on its connections
 // (cache_statement, cache_describe: pgx's own cache relies on that too);
 // with exec, describe_exec or simple_protocol (PgBouncer in transaction
