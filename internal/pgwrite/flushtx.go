@@ -51,6 +51,16 @@ func (c tableCopy) partition() string {
 	return c.claim.part.name
 }
 
+// claims says whether a COPY of f claims a partition.
+func (f *flushTx) claims() bool {
+	for _, c := range f.copies {
+		if c.claim != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // flushTx is one write's transaction.
 type flushTx struct {
 	w        *Writer
@@ -87,6 +97,14 @@ func (f *flushTx) run(ctx context.Context, l *Ledger) error {
 		w.known.add(f.ids)
 	}
 	err = f.send(ctx, conn.Conn(), pc, l)
+	if err != nil && forgetPrepared(pc, err) && !pc.IsClosed() {
+		// The statements prepared on the connection are gone: nothing of
+		// the batch was sent past them. Once more, preparing them again.
+		if pc.TxStatus() != 'I' {
+			_, _ = pc.Exec(ctx, "ROLLBACK").ReadAll()
+		}
+		err = f.send(ctx, conn.Conn(), pc, l)
+	}
 	if err != nil && !pc.IsClosed() && pc.TxStatus() != 'I' {
 		// Best effort: when it fails the pool closes the connection.
 		_, _ = pc.Exec(ctx, "ROLLBACK").ReadAll()
@@ -96,6 +114,13 @@ func (f *flushTx) run(ctx context.Context, l *Ledger) error {
 
 func (f *flushTx) send(ctx context.Context, conn *pgx.Conn, pc *pgconn.PgConn, l *Ledger) error {
 	w := f.w
+	var prepLedger, prepClaim string
+	if l != nil || f.claims() {
+		var err error
+		if prepLedger, prepClaim, err = w.prepare(ctx, pc); err != nil {
+			return err
+		}
+	}
 	b := &pgconn.Batch{}
 	var stages []stage
 	queue := func(what string, wrap func(error) error, sql string, params [][]byte, oids []uint32, formats []int16) {
@@ -111,12 +136,18 @@ func (f *flushTx) send(ctx context.Context, conn *pgx.Conn, pc *pgconn.PgConn, l
 		if err != nil {
 			return err
 		}
-		queue("ledger", func(err error) error {
+		ledgerErr := func(err error) error {
 			if ledgerConflict(err) {
 				return ErrAlreadyCommitted
 			}
 			return fmt.Errorf("record batch in ledger: %w", err)
-		}, w.ledgerInsertSQL(), params, oids, formats)
+		}
+		if prepLedger != "" {
+			b.ExecPrepared(prepLedger, params, formats, nil)
+			stages = append(stages, stage{"ledger", ledgerErr})
+		} else {
+			queue("ledger", ledgerErr, w.ledgerInsertSQL(), params, oids, formats)
+		}
 		if len(l.Quarantine) > 0 {
 			params, oids, formats, err := quarantineParams(conn.TypeMap(), l.Quarantine)
 			if err != nil {
@@ -138,7 +169,7 @@ func (f *flushTx) send(ctx context.Context, conn *pgx.Conn, pc *pgconn.PgConn, l
 			w.partitions.stale()
 			return fmt.Errorf("lock partition %s: %w", name, err)
 		}
-		w.partitions.queueClaim(b, w.layout.Table(c.table).Store, c.claim)
+		w.partitions.queueClaim(b, w.layout.Table(c.table).Store, c.claim, prepClaim)
 		stages = append(stages, stage{"lock", lockErr}, stage{"lock", lockErr})
 		c.statement = len(stages)
 		stages = append(stages, stage{"claim", func(err error) error {
@@ -254,10 +285,12 @@ func encodeParams(m *pgtype.Map, oids []uint32, values ...any) ([][]byte, []int1
 	return params, formats, nil
 }
 
+// ledgerOIDs are the types of the ledger insert's parameters.
+var ledgerOIDs = []uint32{pgtype.TextOID, pgtype.TextArrayOID}
+
 func ledgerParams(m *pgtype.Map, l *Ledger) ([][]byte, []uint32, []int16, error) {
-	oids := []uint32{pgtype.TextOID, pgtype.TextArrayOID}
-	params, formats, err := encodeParams(m, oids, l.Stream, l.IDs)
-	return params, oids, formats, err
+	params, formats, err := encodeParams(m, ledgerOIDs, l.Stream, l.IDs)
+	return params, ledgerOIDs, formats, err
 }
 
 func quarantineParams(m *pgtype.Map, qs []Quarantined) ([][]byte, []uint32, []int16, error) {

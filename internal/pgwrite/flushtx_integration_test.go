@@ -24,7 +24,9 @@ import (
 // transaction can hold (work_mem, the ledger, quarantined entries, a
 // partition claim), waits for the server twice: once for the statements
 // before the COPY, once for the COPY and its COMMIT, and so does a batch of
-// several tables. New contexts add one round trip, before the transaction.
+// several tables. New contexts add one round trip, before the transaction,
+// and so does the first write on a connection, which prepares the ledger
+// insert and the claim.
 // A ledger conflict costs no COPY; a refused row in the second table of a
 // batch sends it through isolation, as ever. What it writes is what a write
 // of the same rows always wrote.
@@ -43,6 +45,8 @@ func TestFlushRoundTrips(t *testing.T) {
 	p, err := strconv.Atoi(port)
 	require.NoError(t, err)
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(p)
+	// One connection: the statements a write prepares are prepared once.
+	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -79,7 +83,7 @@ func TestFlushRoundTrips(t *testing.T) {
 	res, err := w.WriteEntries(ctx, &s, l)
 	require.NoError(t, err)
 	require.Equal(t, "spans_p"+hour.Format("20060102_1504"), res[0].Partition, "routed")
-	require.Equal(t, 3, proxy.RoundTrips(), "the new contexts, then the transaction")
+	require.Equal(t, 4, proxy.RoundTrips(), "the new contexts, the statements prepared once per connection, then the transaction")
 	tx := only("entries")
 	require.Equal(t, 2, tx.RoundTrips, "one table: %q", tx.Statements)
 	for _, want := range []string{"work_mem", "ledger", "quarantine", "LOCK TABLE", "COPY"} {
@@ -198,4 +202,50 @@ func TestFirstWritesRouted(t *testing.T) {
 			require.Equal(t, "spans_p"+hour.Format("20060102_1504"), p, "round %d", round)
 		}
 	}
+}
+
+// TestPreparedStatementsLost: a write whose connection lost the statements
+// it prepared (DEALLOCATE ALL, as a pooler's DISCARD ALL does) prepares them
+// again and writes, once; and a pool that keeps no statements (PgBouncer's
+// simple_protocol) sends them unnamed.
+func TestPreparedStatementsLost(t *testing.T) {
+	ctx := context.Background()
+	admin := pgtest.Pool(t)
+	name, layout := routedSchema(t, admin)
+	hour := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
+	for _, mode := range []string{"cache_statement", "simple_protocol"} {
+		cfg, err := pgxpool.ParseConfig(pgtest.URL())
+		require.NoError(t, err)
+		cfg.MaxConns = 1
+		if mode == "simple_protocol" {
+			cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		w := NewLayoutWriter(pool, name, layout)
+		require.Equal(t, mode == "cache_statement", w.prepared, mode)
+		w.partitions.refresh(ctx, pool)
+		write := func(id string, minute int) {
+			t.Helper()
+			var b rows.Batch
+			b.SetLayout(layout)
+			b.AddTraces(aiCalls(3, hour.Add(time.Duration(minute)*time.Minute)))
+			res, err := w.WriteLedgered(ctx, &b, &Ledger{Stream: mode, IDs: []string{id}})
+			require.NoError(t, err, mode)
+			require.Equal(t, "spans_p"+hour.Format("20060102_1504"), res[0].Partition, "routed, %s", mode)
+		}
+		write("1-0", 1)
+		_, err = pool.Exec(ctx, "DEALLOCATE ALL")
+		require.NoError(t, err)
+		write("2-0", 2)
+		write("3-0", 3)
+		var b rows.Batch
+		b.SetLayout(layout)
+		b.AddTraces(aiCalls(3, hour.Add(4*time.Minute)))
+		_, err = w.WriteLedgered(ctx, &b, &Ledger{Stream: mode, IDs: []string{"3-0"}})
+		require.ErrorIs(t, err, ErrAlreadyCommitted, mode)
+	}
+	require.EqualValues(t, 18, pgtest.Count(t, admin, name, "spans"))
+	require.EqualValues(t, 6, pgtest.Count(t, admin, name, "ledger"))
 }

@@ -249,15 +249,26 @@ type claim struct {
 // and the partition as a COPY into the partition would, and then reads the
 // partition's bounds; the locks keep what it reads true until the
 // transaction ends. Three statements, read back by readClaim.
-func (p *partitions) queueClaim(b *pgconn.Batch, store string, c *claim) {
+// The bounds query goes as the prepared statement named prepared, when
+// not "" (claimOIDs its parameters' types).
+func (p *partitions) queueClaim(b *pgconn.Batch, store string, c *claim, prepared string) {
 	b.ExecParams("LOCK TABLE ONLY "+schema.Qualified(p.schema, store)+" IN ROW EXCLUSIVE MODE", nil, nil, nil, nil)
 	b.ExecParams("LOCK TABLE ONLY "+schema.Qualified(p.schema, c.part.name)+" IN ROW EXCLUSIVE MODE", nil, nil, nil, nil)
-	b.ExecParams(claimSQL, [][]byte{
+	params := [][]byte{
 		[]byte(strconv.FormatUint(uint64(c.part.parent), 10)),
 		[]byte(strconv.FormatUint(uint64(c.part.oid), 10)),
 		[]byte(c.part.name),
-	}, []uint32{pgtype.OIDOID, pgtype.OIDOID, pgtype.TextOID}, nil, []int16{pgtype.BinaryFormatCode})
+	}
+	results := []int16{pgtype.BinaryFormatCode}
+	if prepared != "" {
+		b.ExecPrepared(prepared, params, nil, results)
+		return
+	}
+	b.ExecParams(claimSQL, params, claimOIDs, nil, results)
 }
+
+// claimOIDs are the types of claimSQL's parameters.
+var claimOIDs = []uint32{pgtype.OIDOID, pgtype.OIDOID, pgtype.TextOID}
 
 // claimStatements is how many statements queueClaim adds.
 const claimStatements = 3

@@ -48,6 +48,7 @@ type Writer struct {
 	tx              pgx.TxOptions        // how an isolating write's transaction begins (SetWorkMem)
 	workMem         string               // SET LOCAL in every write's transaction; "" keeps the server's
 	onIsolate       func(IsolationStats) // tests observe isolation here
+	prepared        bool                 // the ledger insert and the claims are prepared statements (prepared.go)
 }
 
 // DefaultWorkMem is the work_mem the exporter gives its writes unless
@@ -90,7 +91,8 @@ func NewWriter(pool *pgxpool.Pool, schemaName string) *Writer {
 func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *tables.Layout) *Writer {
 	w := &Writer{pool: pool, layout: layout, schema: schemaName, known: &knownContexts{},
 		partitions: newPartitions(schemaName, layout), ledgerTable: schema.Qualified(schemaName, "ledger"),
-		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName)}
+		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName),
+		prepared: preparesStatements(pool.Config().ConnConfig.DefaultQueryExecMode)}
 	for i := range tables.Tables {
 		t := layout.Table(i)
 		w.names[i], w.stores[i] = t.Name, t.Store
