@@ -259,8 +259,9 @@ else
   need redis-cli
   port=$(free_port 6379)
   mkdir -p "$DATA/redis"
-  # appendfsync everysec: every write reaches the file before its reply, so
-  # a killed Redis loses nothing acknowledged (a power cut: up to a second).
+  # appendfsync everysec: a write reaches the file before its reply unless a
+  # slow fsync holds it back (up to 2 s), so a killed Redis loses at most
+  # what was held back, and a power cut about a second.
   redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$DATA/redis" \
     --appendonly yes --appendfsync everysec --save "" \
     --pidfile "$REDIS_PID" --logfile "$DATA/redis/redis.log"
