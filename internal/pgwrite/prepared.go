@@ -47,25 +47,20 @@ func (w *Writer) prepare(ctx context.Context, pc *pgconn.PgConn) (ledger, claim 
 	if !w.prepared {
 		return "", "", nil
 	}
-	stmts := []struct {
-		sql  string
-		oids []uint32
-	}{{w.ledgerInsertSQL(), ledgerOIDs}, {claimSQL, claimOIDs}}
-	ledger, claim = statementName(stmts[0].sql), statementName(stmts[1].sql)
+	ledger, claim = w.ledgerStmt, w.claimStmt
 	names, _ := pc.CustomData()[preparedKey].(map[string]bool)
 	if names[ledger] && names[claim] {
 		return ledger, claim, nil
 	}
 	p := pc.StartPipeline(ctx)
-	for _, st := range stmts {
-		p.SendPrepare(statementName(st.sql), st.sql, st.oids)
-	}
+	p.SendPrepare(ledger, w.ledgerInsertSQL(), ledgerOIDs)
+	p.SendPrepare(claim, claimSQL, claimOIDs)
 	p.SendPipelineSync()
 	if err := p.Flush(); err != nil {
 		_ = p.Close()
 		return "", "", err
 	}
-	for range stmts {
+	for range 2 {
 		if _, err := p.GetResults(); err != nil {
 			_ = p.Close()
 			return "", "", fmt.Errorf("prepare the write's statements: %w", err)

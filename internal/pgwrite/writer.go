@@ -49,6 +49,8 @@ type Writer struct {
 	workMem         string               // SET LOCAL in every write's transaction; "" keeps the server's
 	onIsolate       func(IsolationStats) // tests observe isolation here
 	prepared        bool                 // the ledger insert and the claims are prepared statements (prepared.go)
+	ledgerStmt      string               // their names, from their text, when prepared
+	claimStmt       string
 }
 
 // DefaultWorkMem is the work_mem the exporter gives its writes unless
@@ -93,6 +95,9 @@ func NewLayoutWriter(pool *pgxpool.Pool, schemaName string, layout *tables.Layou
 		partitions: newPartitions(schemaName, layout), ledgerTable: schema.Qualified(schemaName, "ledger"),
 		quarantineTable: schema.Qualified(schemaName, QuarantineTable), rejectsSQL: rejectsCopySQL(schemaName),
 		prepared: preparesStatements(pool.Config().ConnConfig.DefaultQueryExecMode)}
+	if w.prepared {
+		w.ledgerStmt, w.claimStmt = statementName(w.ledgerInsertSQL()), statementName(claimSQL)
+	}
 	for i := range tables.Tables {
 		t := layout.Table(i)
 		w.names[i], w.stores[i] = t.Name, t.Store
