@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
@@ -30,6 +29,11 @@ type Entries struct {
 	size    [tables.NumTables]int
 	entries int
 	buf     []byte // the record being read, decompressed; kept for the next
+	// decoded is table i's rows of every entry, decompressed and checked,
+	// when FirstInt64Range read them: its reader reads them from here
+	// rather than decompress and check every record again. Its memory is
+	// kept across resets.
+	decoded [tables.NumTables][]byte
 }
 
 // Reset empties s for entries of layout l, keeping its memory.
@@ -37,6 +41,7 @@ func (s *Entries) Reset(l *tables.Layout) {
 	s.lay = l
 	for i := range s.recs {
 		s.recs[i] = s.recs[i][:0]
+		s.decoded[i] = s.decoded[i][:0]
 	}
 	s.rows, s.size, s.entries = [tables.NumTables]int{}, [tables.NumTables]int{}, 0
 }
@@ -98,27 +103,31 @@ func (s *Entries) TotalRows() int {
 
 // FirstInt64Range is pgcopy.FirstInt64Range over table i's rows in every
 // entry: the range of its first column (a time), known before the rows are
-// copied, so that the writer can pick the partition they fall in. Each record
-// is decompressed for it, and again when read; ok is false when one is
-// damaged (the read then finds it).
+// copied, so that the writer can pick the partition they fall in. The
+// records are decompressed and checked for it once: the table's reader then
+// reads them as they are. ok is false when one is damaged (the reader then
+// finds it and fails).
 func (s *Entries) FirstInt64Range(i int) (lo, hi int64, ok bool) {
 	if len(s.recs[i]) == 0 {
 		return 0, 0, false
 	}
 	fields := len(s.lay.Table(i).Columns)
-	lo, hi = math.MaxInt64, math.MinInt64
+	all := slices.Grow(s.decoded[i][:0], s.size[i])
 	for _, rec := range s.recs[i] {
-		data, err := s.tuples(rec, fields)
+		n := len(all)
+		data, err := s.tuplesInto(all[n:n+int(rec.size):n+int(rec.size)], rec, fields)
 		if err != nil {
+			s.decoded[i] = all[:0]
 			return 0, 0, false
 		}
-		l, h, ok := pgcopy.FirstInt64Range(data, fields)
-		if !ok {
-			return 0, 0, false
+		if rec.codec != codecS2 {
+			copy(all[n:n+len(data)], data)
 		}
-		lo, hi = min(lo, l), max(hi, h)
+		all = all[:n+len(data)]
 	}
-	return lo, hi, true
+	s.decoded[i] = all
+	lo, hi, ok = pgcopy.FirstInt64Range(all, fields)
+	return lo, hi, ok
 }
 
 // TableReader returns table i's binary COPY stream. It shares s's decoding
@@ -147,6 +156,8 @@ func (r *TableReader) Read(p []byte) (int, error) {
 		}
 		recs := r.s.recs[r.table]
 		switch {
+		case r.next == 0 && len(r.s.decoded[r.table]) > 0:
+			r.cur, r.next = r.s.decoded[r.table], len(recs)
 		case r.next < len(recs):
 			r.cur, r.err = r.s.tuples(recs[r.next], r.fields)
 			r.next++
@@ -168,18 +179,26 @@ func (r *TableReader) Err() error { return r.err }
 // tuples returns a record's rows, decompressed into s.buf, after checking
 // them.
 func (s *Entries) tuples(t tableRecord, fields int) ([]byte, error) {
+	if t.codec == codecS2 {
+		s.buf = slices.Grow(s.buf[:0], int(t.size))[:t.size]
+	}
+	return s.tuplesInto(s.buf, t, fields)
+}
+
+// tuplesInto returns a record's rows after checking them: decompressed into
+// dst (t.size bytes) when compressed, else t's own bytes.
+func (s *Entries) tuplesInto(dst []byte, t tableRecord, fields int) ([]byte, error) {
 	name := s.lay.Table(t.table).Name
 	data := t.data
 	if t.codec == codecS2 {
 		err := t.checkLen()
 		if err == nil {
-			s.buf = slices.Grow(s.buf[:0], int(t.size))[:t.size]
-			err = t.decode(s.buf)
+			err = t.decode(dst[:t.size])
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: table %s: %v", ErrMalformed, name, err)
 		}
-		data = s.buf
+		data = dst[:t.size]
 	}
 	n, err := pgcopy.CheckTuples(data, fields)
 	if err == nil && uint64(n) != t.rows {

@@ -37,14 +37,17 @@ func readAll(s *entry.Entries) ([][]byte, error) {
 
 // Entries streams exactly the COPY data a Batch holds after AddTo of the
 // same entries, raw and compressed, for layouts with and without promoted
-// columns, and is reusable after Reset.
+// columns, whether or not the first column's range was read first (the
+// records are then read from what that decompressed), and is reusable
+// after Reset.
 func TestEntriesStreamLikeBatch(t *testing.T) {
 	genai, err := tables.NewLayout(tables.GenAI())
 	require.NoError(t, err)
 	var s entry.Entries
 	for name, l := range map[string]*tables.Layout{"default": tables.DefaultLayout(), "genai": genai} {
-		for _, compress := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/compress=%v", name, compress), func(t *testing.T) {
+		for _, c := range []struct{ compress, ranged bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+			compress := c.compress
+			t.Run(fmt.Sprintf("%s/compress=%v/ranged=%v", name, compress, c.ranged), func(t *testing.T) {
 				src := fixtureBatch(t, l)
 				ent, err := entry.Append(nil, src, compress)
 				require.NoError(t, err)
@@ -63,6 +66,18 @@ func TestEntriesStreamLikeBatch(t *testing.T) {
 				}
 				require.Equal(t, 3, s.Len())
 				require.Equal(t, b.TotalRows(), s.TotalRows())
+				if c.ranged {
+					for _, i := range []int{tables.IdxSpans, tables.IdxLogs} {
+						data, err := b.Data(i)
+						require.NoError(t, err)
+						tuples := data[len(pgcopy.Header()) : len(data)-len(pgcopy.Trailer())]
+						wantLo, wantHi, wantOK := pgcopy.FirstInt64Range(tuples, len(l.Table(i).Columns))
+						require.True(t, wantOK)
+						lo, hi, ok := s.FirstInt64Range(i)
+						require.True(t, ok, tables.Tables[i].Name)
+						require.Equal(t, [2]int64{wantLo, wantHi}, [2]int64{lo, hi}, tables.Tables[i].Name)
+					}
+				}
 				got, err := readAll(&s)
 				require.NoError(t, err)
 				for i := range tables.Tables {
@@ -82,11 +97,14 @@ func TestEntriesStreamLikeBatch(t *testing.T) {
 }
 
 // Every entry AddTo refuses is refused by Entries too, at Add (headers)
-// or while its table is read (rows): a damaged entry never reaches
-// PostgreSQL as a complete COPY stream. A refusal at Add adds nothing.
+// or while its table is read (rows), whether or not the first column's
+// range was read first (it then says it has none): a damaged entry never
+// reaches PostgreSQL as a complete COPY stream. A refusal at Add adds
+// nothing.
 func TestEntriesRefuseWhatAddToRefuses(t *testing.T) {
-	for _, compress := range []bool{false, true} {
-		t.Run(fmt.Sprintf("compress=%v", compress), func(t *testing.T) {
+	for _, c := range []struct{ compress, ranged bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		compress := c.compress
+		t.Run(fmt.Sprintf("compress=%v/ranged=%v", compress, c.ranged), func(t *testing.T) {
 			ent, err := entry.Append(nil, fixtureBatch(t, tables.DefaultLayout()), compress)
 			require.NoError(t, err)
 			var bad [][]byte
@@ -126,6 +144,11 @@ func TestEntriesRefuseWhatAddToRefuses(t *testing.T) {
 					require.Equal(t, before, s.TotalRows(), "case %d", k)
 					require.Equal(t, 1, s.Len(), "case %d", k)
 					continue
+				}
+				if c.ranged {
+					for i := range tables.Tables {
+						s.FirstInt64Range(i)
+					}
 				}
 				_, err := readAll(&s)
 				require.ErrorIs(t, err, entry.ErrMalformed, "case %d: damage found while reading", k)

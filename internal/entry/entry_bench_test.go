@@ -13,8 +13,8 @@ import (
 
 // BenchmarkEntry is the entry format's own cost per span on the bench's
 // spans: writing an entry (raw or S2) from an encoded batch, and reading it
-// back, into a batch (AddTo) or as a COPY stream (Entries), and the spans'
-// time range the writer routes them by (Entries.FirstInt64Range).
+// back, into a batch (AddTo) or as a COPY stream (Entries), the spans'
+// time range the writer routes them by (Entries.FirstInt64Range), and both.
 func BenchmarkEntry(b *testing.B) {
 	var enc rows.Batch
 	enc.AddTraces(rowstest.BenchTraces())
@@ -61,6 +61,14 @@ func BenchmarkEntry(b *testing.B) {
 				return nil
 			}},
 			{"stream", func(s *entry.Entries) error {
+				_, err := io.Copy(io.Discard, s.TableReader(tables.IdxSpans))
+				return err
+			}},
+			// What a flush routed into a partition does.
+			{"range-stream", func(s *entry.Entries) error {
+				if _, _, ok := s.FirstInt64Range(tables.IdxSpans); !ok {
+					return errors.New("no range")
+				}
 				_, err := io.Copy(io.Discard, s.TableReader(tables.IdxSpans))
 				return err
 			}},
