@@ -98,7 +98,23 @@ func (cfg *Config) sinkConfig(ctx context.Context, layout *tables.Layout) (pgsin
 	if pc.MaxConns == 0 {
 		pc.MaxConns = defaultMaxConns(cfg.QueueConfig)
 	}
+	sc.Writers = cfg.writers()
 	return sc, nil
+}
+
+// writers is how many writes may run at once: the flush workers of the
+// three signals with Redis, the sending queue's consumers of each signal
+// without; one a signal without a queue, where the callers decide.
+func (cfg *Config) writers() int {
+	switch {
+	case cfg.Redis.HasValue():
+		rc := cfg.Redis.Get()
+		return len(signalNames) * rc.Workers * rc.Shards
+	case cfg.QueueConfig.HasValue():
+		return len(signalNames) * cfg.QueueConfig.Get().NumConsumers
+	default:
+		return len(signalNames)
+	}
 }
 
 // start starts the sink, then the Redis side. A server that cannot be

@@ -56,6 +56,13 @@ type Config struct {
 	CostLateWindow time.Duration
 	PriceFile      string
 	PriceReload    time.Duration
+
+	// Writers is how many writes may run at once (the flush workers, or
+	// the sending queue's consumers, of every signal): as many connections,
+	// up to the pool's size, are opened and warmed once the schema is ready
+	// (pgwrite.Writer.Warm), so that the first flushes after a start cost
+	// what later ones do.
+	Writers int
 }
 
 // Recorder receives what the sink measures; the component implements it
@@ -257,7 +264,41 @@ func (c *Sink) prepare(ctx context.Context) error {
 	// Partitions ahead of now exist before the first batch; a failure here is
 	// not fatal (the default partitions take every row) and is logged.
 	c.maintainPartitions(ctx)
+	c.warm(ctx)
 	return nil
+}
+
+// warm opens and warms the connections the writes will use at once
+// (Config.Writers, up to the pool's size), all together: each Acquire
+// while the others are held opens a connection of its own. A connection
+// that fails to warm is written through anyway; the reason is logged at
+// debug level. Not on Citus: a COPY there opens connections to every
+// worker, which the first write does as well.
+func (c *Sink) warm(ctx context.Context) {
+	n := min(c.cfg.Writers, int(c.pool.Config().MaxConns))
+	if n <= 0 || c.cfg.Citus {
+		return
+	}
+	var wg sync.WaitGroup
+	held := make(chan *pgxpool.Conn, n)
+	for range n {
+		wg.Go(func() {
+			conn, err := c.pool.Acquire(ctx)
+			if err != nil {
+				c.logger.Debug("a connection was not warmed", zap.Error(err))
+				return
+			}
+			if err := c.writer.Warm(ctx, conn.Conn()); err != nil {
+				c.logger.Debug("a connection was not warmed", zap.Error(err))
+			}
+			held <- conn
+		})
+	}
+	wg.Wait()
+	close(held)
+	for conn := range held {
+		conn.Release()
+	}
 }
 
 // prepareSchema migrates or checks the schema on one connection, released

@@ -1,0 +1,86 @@
+package pgwrite
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/postgrescopy/postgrescopy/internal/rows"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgcount"
+	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
+)
+
+// TestWarm: warming a connection copies no rows into every stored table
+// and into each one's partition of now, in a transaction rolled back that
+// leaves nothing behind, and prepares the flush statements: the first
+// write on the connection then sends no prepare of its own. A connection
+// warmed once is not warmed again.
+func TestWarm(t *testing.T) {
+	ctx := context.Background()
+	admin := pgtest.Pool(t)
+	name, layout := routedSchema(t, admin)
+
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	require.NoError(t, err)
+	proxy, err := pgcount.Start("127.0.0.1:0", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	require.NoError(t, err)
+	t.Cleanup(proxy.Close)
+	_, port, err := net.SplitHostPort(proxy.Addr())
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(p)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	w := NewLayoutWriter(pool, name, layout)
+
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	proxy.Reset()
+	now := time.Now().UTC()
+	require.NoError(t, w.Warm(ctx, conn.Conn()))
+	require.Equal(t, byte('I'), conn.Conn().PgConn().TxStatus(), "idle after the warm-up")
+	txs := proxy.Transactions()
+	require.Len(t, txs, 1)
+	warm := txs[0]
+	for i := range 7 {
+		store := layout.Table(i).Store
+		require.True(t, warm.Has("COPY \""+name+"\".\""+store+"\" ("), "%s: %q", store, warm.Statements)
+	}
+	current := "spans_p" + now.Truncate(time.Hour).Format("20060102_1504")
+	if now.Add(time.Second).Truncate(time.Hour).Equal(now.Truncate(time.Hour)) {
+		require.True(t, warm.Has("COPY \""+name+"\".\""+current+"\" ("), "the partition of now, %s: %q", current, warm.Statements)
+	}
+	require.True(t, warm.Has("ROLLBACK"), "%q", warm.Statements)
+	for _, table := range []string{"spans", "logs", "metrics_gauge", "ledger"} {
+		require.Zero(t, pgtest.Count(t, admin, name, table), table)
+	}
+	var partials int64
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FROM "+name+".ai_spend_partial").Scan(&partials))
+	require.Zero(t, partials)
+
+	proxy.Reset()
+	require.NoError(t, w.Warm(ctx, conn.Conn()))
+	require.Zero(t, proxy.RoundTrips(), "warmed once")
+	conn.Release()
+
+	// The first write: its new contexts, then the transaction, nothing
+	// prepared first.
+	hour := now.Truncate(time.Hour).Add(time.Hour)
+	w.partitions.refresh(ctx, pool)
+	proxy.Reset()
+	var b rows.Batch
+	b.SetLayout(layout)
+	b.AddTraces(aiCalls(3, hour.Add(time.Minute)))
+	_, err = w.WriteLedgered(ctx, &b, &Ledger{Stream: "st", IDs: []string{"1-0"}})
+	require.NoError(t, err)
+	require.Equal(t, 3, proxy.RoundTrips(), "the contexts, then the transaction's two")
+	require.EqualValues(t, 3, pgtest.Count(t, admin, name, "spans"))
+}
