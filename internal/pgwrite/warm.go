@@ -24,6 +24,9 @@ import (
 // which changes nothing (the capture statement runs over no rows) and takes
 // the locks a write takes. The flush statements are prepared too.
 
+// warmLockTimeout bounds the warm-up's wait for each table's lock.
+const warmLockTimeout = "100ms"
+
 // warmKey is the key of a connection's custom data that marks it warmed.
 const warmKey = "postgrescopy.pgwrite.warm"
 
@@ -54,7 +57,9 @@ func (w *Writer) Warm(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
-	if _, err := pc.Exec(ctx, "BEGIN").ReadAll(); err != nil {
+	// A table someone holds locked (an ALTER, a VACUUM FULL) is not waited
+	// for: the warm-up gives up, and the first write waits as it must.
+	if _, err := pc.Exec(ctx, "BEGIN; SET LOCAL lock_timeout = '"+warmLockTimeout+"'").ReadAll(); err != nil {
 		return fmt.Errorf("warm a connection: %w", err)
 	}
 	empty := append(pgcopy.Header(), pgcopy.Trailer()...)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -83,4 +84,39 @@ func TestWarm(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, proxy.RoundTrips(), "the contexts, then the transaction's two")
 	require.EqualValues(t, 3, pgtest.Count(t, admin, name, "spans"))
+}
+
+// TestWarmDoesNotWaitForALock: a table held locked (an ALTER, a VACUUM
+// FULL) makes the warm-up give up at once rather than hold up a start; the
+// connection is left idle and unwarmed, and a later Warm tries again.
+func TestWarmDoesNotWaitForALock(t *testing.T) {
+	ctx := context.Background()
+	admin := pgtest.Pool(t)
+	name, layout := routedSchema(t, admin)
+	lock, err := admin.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, "LOCK TABLE "+pgx.Identifier{name, "logs_rows"}.Sanitize()+" IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	w := NewLayoutWriter(pool, name, layout)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	began := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = w.Warm(wctx, conn.Conn())
+	require.Error(t, err, "a table locked")
+	require.Less(t, time.Since(began), 5*time.Second, "gave up instead of waiting")
+	require.Equal(t, byte('I'), conn.Conn().PgConn().TxStatus())
+
+	require.NoError(t, lock.Rollback(ctx))
+	require.NoError(t, w.Warm(ctx, conn.Conn()), "warmed once the lock is gone")
 }
