@@ -12,7 +12,7 @@ import (
 // alone fails here until `go run ./cmd/benchchart` is run again.
 func TestCommittedChartIsItsReport(t *testing.T) {
 	root := filepath.Join("..", "..")
-	data, err := os.ReadFile(filepath.Join(root, "bench", "results", "20261206-135833.json"))
+	data, err := os.ReadFile(filepath.Join(root, "bench", "results", "20261206-144343.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestCommittedChartIsItsReport(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("docs/images/throughput.svg is not what its report draws: run go run ./cmd/benchchart")
 	}
-	for _, label := range []string{"77.7k/s  1.00×", "56.6k/s  0.73×", "41.8k/s  0.54×", "100 users"} {
+	for _, label := range []string{"79.8k/s  1.00×", "60.8k/s  0.76×", "43.1k/s  0.54×", "100 users"} {
 		if !strings.Contains(string(got), label) {
 			t.Errorf("the chart lacks %q", label)
 		}
