@@ -35,21 +35,8 @@ func TestFlushRoundTrips(t *testing.T) {
 	admin := pgtest.Pool(t)
 	name, layout := routedSchema(t, admin)
 
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	require.NoError(t, err)
-	proxy, err := pgcount.Start("127.0.0.1:0", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	require.NoError(t, err)
-	t.Cleanup(proxy.Close)
-	_, port, err := net.SplitHostPort(proxy.Addr())
-	require.NoError(t, err)
-	p, err := strconv.Atoi(port)
-	require.NoError(t, err)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(p)
 	// One connection: the statements a write prepares are prepared once.
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, proxy := countedPool(t)
 
 	w := NewLayoutWriter(pool, name, layout)
 	require.NoError(t, w.SetWorkMem("32MB"))
@@ -143,6 +130,27 @@ func TestFlushRoundTrips(t *testing.T) {
 		WHERE datname = current_database() AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()
 		AND query ILIKE '%`+name+`%'`).Scan(&open))
 	require.Zero(t, open)
+}
+
+// countedPool is a pool of one connection to the test server through a
+// pgcount proxy, which counts its round trips and transactions.
+func countedPool(t *testing.T) (*pgxpool.Pool, *pgcount.Proxy) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL())
+	require.NoError(t, err)
+	proxy, err := pgcount.Start("127.0.0.1:0", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	require.NoError(t, err)
+	t.Cleanup(proxy.Close)
+	_, port, err := net.SplitHostPort(proxy.Addr())
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(p)
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool, proxy
 }
 
 // routedSchema makes a schema as the exporter does with the genai preset,

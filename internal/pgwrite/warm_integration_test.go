@@ -2,17 +2,13 @@ package pgwrite
 
 import (
 	"context"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/postgrescopy/postgrescopy/internal/rows"
-	"github.com/postgrescopy/postgrescopy/internal/testenv/pgcount"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -26,20 +22,7 @@ func TestWarm(t *testing.T) {
 	admin := pgtest.Pool(t)
 	name, layout := routedSchema(t, admin)
 
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	require.NoError(t, err)
-	proxy, err := pgcount.Start("127.0.0.1:0", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	require.NoError(t, err)
-	t.Cleanup(proxy.Close)
-	_, port, err := net.SplitHostPort(proxy.Addr())
-	require.NoError(t, err)
-	p, err := strconv.Atoi(port)
-	require.NoError(t, err)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(p)
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, proxy := countedPool(t)
 	w := NewLayoutWriter(pool, name, layout)
 
 	conn, err := pool.Acquire(ctx)
@@ -99,12 +82,7 @@ func TestWarmDoesNotWaitForALock(t *testing.T) {
 	_, err = lock.Exec(ctx, "LOCK TABLE "+pgx.Identifier{name, "logs_rows"}.Sanitize()+" IN ACCESS EXCLUSIVE MODE")
 	require.NoError(t, err)
 
-	cfg, err := pgxpool.ParseConfig(pgtest.URL())
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, _ := countedPool(t)
 	w := NewLayoutWriter(pool, name, layout)
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
