@@ -55,7 +55,7 @@ func Classify(err error) Kind {
 		return KindAuth
 	case redis.IsPermissionError(err), redis.HasErrorPrefix(err, "Error running script") && strings.Contains(err.Error(), "can't run this command"):
 		return KindPermission
-	case redis.IsOOMError(err):
+	case redis.IsOOMError(err), discardedFor(err, "OOM "):
 		return KindOOM
 	case redis.IsClusterDownError(err):
 		return KindClusterDown

@@ -299,7 +299,10 @@ func (s *Stream) AddEntry(ctx context.Context, key, format string, payload []byt
 
 // queuedErr is the refusal behind an aborted transaction: Redis answers
 // EXECABORT to EXEC when it refused a command as it was queued (OOM at
-// maxmemory, an ACL), and that command's own error says why.
+// maxmemory, an ACL), and that command's own error says why. When it
+// refused the transaction at EXEC instead (memory crossed maxmemory after
+// the commands were queued), the EXECABORT itself says why ("Transaction
+// discarded because of: OOM ..."), and that reason is the error.
 func queuedErr(err error, cmds ...redis.Cmder) error {
 	if !redis.IsExecAbortError(err) {
 		return err
@@ -309,7 +312,27 @@ func queuedErr(err error, cmds ...redis.Cmder) error {
 			return e
 		}
 	}
+	if _, reason, ok := strings.Cut(err.Error(), "because of: "); ok && reason != "" {
+		return &discarded{reason: strings.TrimPrefix(reason, "-"), err: err}
+	}
 	return err
+}
+
+// discarded is a transaction Redis refused at EXEC, with the reason it
+// gave; it unwraps to the EXECABORT.
+type discarded struct {
+	reason string
+	err    error
+}
+
+func (d *discarded) Error() string { return d.reason }
+func (d *discarded) Unwrap() error { return d.err }
+
+// discardedFor reports whether err is a transaction refused at EXEC for a
+// reason that begins with prefix ("OOM ").
+func discardedFor(err error, prefix string) bool {
+	var d *discarded
+	return errors.As(err, &d) && strings.HasPrefix(d.reason, prefix)
 }
 
 // slotPrimary is, on a Redis Cluster, the client of the primary serving the

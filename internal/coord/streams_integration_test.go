@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -359,4 +360,36 @@ func TestNodeAndPresent(t *testing.T) {
 	got, err := s.Present(ctx, []string{a, b, "1-1"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]bool{a: false, b: true, "1-1": false}, got)
+}
+
+// TestTransactionRefusedAtExecIsNamed: when memory crosses maxmemory after
+// an entry's commands were queued, Redis refuses the whole transaction at
+// EXEC ("EXECABORT Transaction discarded because of: OOM ..."), and no
+// queued command carries an error of its own. The reason it gave is the
+// error, and it is an OOM.
+func TestTransactionRefusedAtExecIsNamed(t *testing.T) {
+	ctx := context.Background()
+	rdb := throwawayRedis(t, "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction")
+	conn := rdb.Conn()
+	defer conn.Close()
+	require.NoError(t, conn.Do(ctx, "MULTI").Err())
+	xadd := conn.Do(ctx, "XADD", "s", "*", "f", "v")
+	require.Equal(t, "QUEUED", xadd.Val())
+	require.NoError(t, rdb.ConfigSet(ctx, "maxmemory", "1").Err())
+	_, err := conn.Do(ctx, "EXEC").Result()
+	require.True(t, redis.IsExecAbortError(err), "%v", err)
+
+	got := queuedErr(err, xadd)
+	assert.Equal(t, KindOOM, Classify(got), "%v", got)
+	assert.True(t, strings.HasPrefix(got.Error(), "OOM "), got.Error())
+	assert.NotContains(t, got.Error(), "EXECABORT")
+	assert.True(t, redis.IsExecAbortError(got), "it unwraps to the EXECABORT")
+
+	// A refusal as the commands were queued is still the command's own.
+	require.NoError(t, conn.Do(ctx, "MULTI").Err())
+	queued := conn.Do(ctx, "XADD", "s", "*", "f", "v")
+	require.True(t, redis.IsOOMError(queued.Err()), "%v", queued.Err())
+	_, err = conn.Do(ctx, "EXEC").Result()
+	require.True(t, redis.IsExecAbortError(err), "%v", err)
+	assert.Equal(t, queued.Err(), queuedErr(err, queued))
 }
