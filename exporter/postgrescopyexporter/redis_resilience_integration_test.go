@@ -116,10 +116,18 @@ func TestRedisRestartedEmptyRecoversAndReportsTheLoss(t *testing.T) {
 	},
 		10*time.Second, 50*time.Millisecond, "the loss is counted")
 	assert.EqualValues(t, 4, counterWhere(t, tel, "otelcol_postgrescopy_redis_lost_entries", "signal", "traces"))
-	// Every signal's stream was lost; the traces one held the backlog.
+	// Every signal's stream was lost; the traces one held the backlog. The
+	// others were empty, and nothing was added to them since: a warning
+	// each, no loss counted.
 	lost := logs.FilterMessageSnippet("Redis lost the stream").FilterField(zap.String("signal", "traces")).All()
 	require.Len(t, lost, 1, "one error per loss")
-	assert.Equal(t, 3, logs.FilterMessageSnippet("Redis lost the stream").Len(), "one error per stream")
+	assert.Equal(t, 3, logs.FilterMessageSnippet("Redis lost the stream").Len(), "said once per stream")
+	for _, sig := range []string{"metrics", "logs"} {
+		said := logs.FilterMessageSnippet("Redis lost the stream").FilterField(zap.String("signal", sig)).All()
+		require.Len(t, said, 1, sig)
+		assert.Equal(t, zapcore.WarnLevel, said[0].Level, "%s: empty, nothing lost", sig)
+		assert.Zero(t, counterWhere(t, tel, "otelcol_postgrescopy_redis_data_loss", "signal", sig), sig)
+	}
 	assert.Equal(t, zapcore.ErrorLevel, lost[0].Level)
 	assert.Equal(t, coord.KeysFor("pgct-lost", "traces").Stream, lost[0].ContextMap()["stream"])
 	assert.EqualValues(t, 4, lost[0].ContextMap()["last_seen_entries"])

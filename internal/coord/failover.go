@@ -38,6 +38,9 @@ type recentAdds struct {
 	mu   sync.Mutex
 	list []addedEntry
 	head int
+	// cut is when the last entry no longer remembered was added (or
+	// forgotten): the list holds every entry added after it.
+	cut time.Time
 }
 
 func (r *recentAdds) add(e addedEntry) {
@@ -45,6 +48,7 @@ func (r *recentAdds) add(e addedEntry) {
 	defer r.mu.Unlock()
 	r.list = append(r.list, e)
 	for r.head < len(r.list) && (len(r.list)-r.head > failoverTracked || e.at.Sub(r.list[r.head].at) > failoverWindow) {
+		r.cut = r.list[r.head].at
 		r.head++
 	}
 	if r.head > len(r.list)/2 {
@@ -53,15 +57,15 @@ func (r *recentAdds) add(e addedEntry) {
 	}
 }
 
-// forget drops the entries remembered: the stream they were in was lost
-// whole, and reported so.
-func (r *recentAdds) forget() {
+// forget drops the entries remembered at now: the stream they were in was
+// lost whole, and reported so.
+func (r *recentAdds) forget(now time.Time) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.list, r.head = r.list[:0], 0
+	r.list, r.head, r.cut = r.list[:0], 0, now
 }
 
 // drop forgets the entries of es: reported lost, they are not looked up
@@ -94,6 +98,23 @@ func (r *recentAdds) snapshot() []addedEntry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]addedEntry(nil), r.list[r.head:]...)
+}
+
+// since returns the entries added at or after t, and whether they are all
+// of them: none added then was forgotten or trimmed.
+func (r *recentAdds) since(t time.Time) ([]addedEntry, bool) {
+	if r == nil {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []addedEntry
+	for _, e := range r.list[r.head:] {
+		if !e.at.Before(t) {
+			out = append(out, e)
+		}
+	}
+	return out, r.cut.Before(t)
 }
 
 // nodeSeen is the server last seen holding a stream, and the stream's epoch
@@ -134,7 +155,7 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, who
 		return
 	}
 	if wholesale {
-		rs.recent[stream].forget()
+		rs.recent[stream].forget(rs.now())
 	}
 	if known == "" || wholesale {
 		rs.mu.Lock()
@@ -200,8 +221,9 @@ type epochChange struct {
 	since time.Time
 	ticks int
 	// last is the backlog last seen with the known epoch: the estimate
-	// if the stream turns out lost.
-	last Stats
+	// if the stream turns out lost; lastAt when it was read.
+	last   Stats
+	lastAt time.Time
 	// node is the server last seen without the known epoch.
 	node string
 	// counted: the entry count reported the loss exactly meanwhile.
@@ -242,7 +264,8 @@ func (rs *Runtime) settleEpoch(ctx context.Context, sig string, s *Stream, known
 		return epochSteady
 	}
 	if ch == nil {
-		ch = &epochChange{since: rs.now(), last: rs.stats[stream].Stats, node: "unknown"}
+		seen := rs.stats[stream]
+		ch = &epochChange{since: rs.now(), last: seen.Stats, lastAt: seen.at, node: "unknown"}
 		rs.unsettled[stream] = ch
 	}
 	ch.ticks++
@@ -267,7 +290,7 @@ func (rs *Runtime) settleEpoch(ctx context.Context, sig string, s *Stream, known
 	if sus != nil {
 		rs.decideSuspects(ctx, sig, s, sus)
 	}
-	rs.lost(ctx, sig, stream, known, st, ch.last, ch.counted)
+	rs.lost(ctx, sig, s, known, st, ch)
 	return epochLost
 }
 

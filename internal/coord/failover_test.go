@@ -35,12 +35,12 @@ func TestRecentAddsKeepsTheWindow(t *testing.T) {
 	assert.Equal(t, strconv.Itoa(failoverTracked+4), got[len(got)-1].id)
 	assert.LessOrEqual(t, len(big.list), 2*failoverTracked+1, "the list is compacted")
 
-	big.forget()
+	big.forget(t0)
 	assert.Empty(t, big.snapshot())
 	big.add(addedEntry{id: "after", at: t0})
 	assert.Len(t, big.snapshot(), 1)
 
 	var none *recentAdds
 	assert.Empty(t, none.snapshot())
-	none.forget()
+	none.forget(t0)
 }

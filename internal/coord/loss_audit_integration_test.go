@@ -262,6 +262,7 @@ func TestLossAuditStreamLostAfterTicksAndGrace(t *testing.T) {
 	// The grace over, but counted in checks since it restarted: not yet
 	// either.
 	b2 := newAuditBench(t, before)
+	b2.enqueue(before, 2)
 	b2.check(before)
 	b2.check(after)
 	b2.clock.advance(2 * FailoverGrace)
@@ -287,6 +288,98 @@ func TestLossAuditStreamLostAfterTicksAndGrace(t *testing.T) {
 	}
 	assert.Len(t, b.rec.all(), 1, "reported once:\n%s", b.said())
 	assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost entries in a failover").All())
+}
+
+// write is a worker writing everything in the stream rdb holds: the keys
+// committed to the ledger, then the entries acknowledged and deleted.
+func (b *auditBench) write(rdb *redis.Client) {
+	s := b.on(rdb)
+	es, err := s.ReadNew(context.Background(), 1000, time.Millisecond)
+	require.NoError(b.t, err)
+	for _, e := range es {
+		b.ledger.commit(e.Key)
+	}
+	require.NoError(b.t, s.Ack(context.Background(), es))
+}
+
+// A stream lost whole that was empty when last read lost exactly the
+// entries this collector added since and did not write: none is a warning
+// and no loss (the stream of an idle signal, or one PostgreSQL kept up with,
+// whose server restarted empty), some are counted one by one, not estimated
+// from the backlog.
+func TestLossAuditStreamLostEmptyCountsTheAddsSince(t *testing.T) {
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	for _, tc := range []struct {
+		name           string
+		unwritten      int // entries added after the last read, not written
+		written        int // entries added after the last read, written
+		wantLost       []int64
+		wantLostEntry  int
+		wantLevel      zapcore.Level
+		wantInTheError string
+	}{
+		{name: "nothing added since", wantLevel: zapcore.WarnLevel},
+		{name: "added since and written", written: 3, wantLevel: zapcore.WarnLevel},
+		{name: "added since and not written", written: 1, unwritten: 2, wantLost: []int64{2}, wantLostEntry: 2, wantLevel: zapcore.ErrorLevel},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, after := throwawayRedis(t, volatile...), throwawayRedis(t, volatile...)
+			b := newAuditBench(t, before)
+			b.enqueue(before, 5)
+			b.write(before)
+			b.check(before)
+			b.check(before)
+			b.enqueue(before, tc.written)
+			b.write(before)
+			b.enqueue(before, tc.unwritten)
+
+			b.check(after)
+			b.clock.advance(FailoverGrace)
+			for range epochTicks {
+				b.check(after)
+			}
+			assert.Equal(t, tc.wantLost, b.rec.all(), "the loss counted:\n%s", b.said())
+			said := b.logs.FilterMessageSnippet("Redis lost the stream").All()
+			require.Len(t, said, 1, "said once:\n%s", b.said())
+			assert.Equal(t, tc.wantLevel, said[0].Level)
+			if tc.wantLostEntry > 0 {
+				assert.EqualValues(t, tc.wantLostEntry, said[0].ContextMap()["lost_entries"])
+				assert.EqualValues(t, 20*tc.wantLostEntry, said[0].ContextMap()["lost_items"])
+			}
+			assert.NotContains(t, said[0].ContextMap(), "last_seen_entries", "counted, not estimated")
+			for range epochTicks + 2 {
+				b.check(after)
+			}
+			b.clock.advance(FailoverGrace)
+			b.check(after)
+			assert.Equal(t, tc.wantLost, b.rec.all(), "decided once:\n%s", b.said())
+			assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost entries in a failover").All())
+		})
+	}
+}
+
+// A stream lost whole whose adds since its last read are no longer all
+// remembered (more than failoverTracked, or older than failoverWindow) is
+// estimated from the backlog as before: nothing exact to count.
+func TestLossAuditStreamLostEmptyWithoutTheAddsIsEstimated(t *testing.T) {
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	before, after := throwawayRedis(t, volatile...), throwawayRedis(t, volatile...)
+	b := newAuditBench(t, before)
+	b.check(before)
+	b.enqueue(before, 2)
+	// What add trims past the window: the list no longer reaches back.
+	b.rs.recent[b.keys.Stream].forget(b.clock.now())
+	b.clock.advance(time.Millisecond)
+	b.check(after)
+	b.clock.advance(FailoverGrace)
+	for range epochTicks {
+		b.check(after)
+	}
+	assert.Equal(t, []int64{0}, b.rec.all(), "the backlog last seen, as an estimate:\n%s", b.said())
+	said := b.logs.FilterMessageSnippet("Redis lost the stream").All()
+	require.Len(t, said, 1)
+	assert.Equal(t, zapcore.ErrorLevel, said[0].Level)
+	assert.EqualValues(t, 0, said[0].ContextMap()["last_seen_entries"])
 }
 
 // runID is the run id of the server rdb reaches.

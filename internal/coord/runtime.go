@@ -290,6 +290,8 @@ func (s *WorkerStream) Ensure(ctx context.Context) error {
 type shardStats struct {
 	sig string
 	Stats
+	// at is when the read began: an entry added before it is counted.
+	at time.Time
 }
 
 // Observe yields each signal's backlog, summed over its shards, for the
@@ -328,9 +330,12 @@ func (rs *Runtime) ensure(ctx context.Context, s *Stream) error {
 }
 
 // lost records that the epoch known, read before st, is gone, and reports
-// the loss with last, the backlog last seen with it, unless counted says
-// that the entry count reported it exactly.
-func (rs *Runtime) lost(ctx context.Context, sig, stream, known string, st, last Stats, counted bool) {
+// the loss unless ch.counted says that the entry count reported it exactly.
+// With nothing in the stream when last read, what was lost is exactly the
+// entries this collector added since and did not write (lostSince); else the
+// backlog last seen is the estimate.
+func (rs *Runtime) lost(ctx context.Context, sig string, s *Stream, known string, st Stats, ch *epochChange) {
+	stream := s.Name()
 	rs.mu.Lock()
 	if rs.epochs[stream] != known {
 		rs.mu.Unlock()
@@ -338,9 +343,48 @@ func (rs *Runtime) lost(ctx context.Context, sig, stream, known string, st, last
 	}
 	rs.epochs[stream] = st.Epoch
 	rs.mu.Unlock()
-	if !counted {
-		rs.reportLoss(ctx, sig, stream, last)
+	if ch.counted {
+		return
 	}
+	if ch.last.Entries == 0 {
+		if lost, ok := rs.lostSince(ctx, s, ch.lastAt); ok {
+			rs.reportLostSince(ctx, sig, stream, ch.lastAt, lost)
+			return
+		}
+	}
+	rs.reportLoss(ctx, sig, stream, ch.last)
+}
+
+// lostSince returns the entries this collector added to s at or after t
+// that are not in the ledger: with the stream lost whole and empty at t,
+// those are exactly what it lost of this collector's. ok is false when the
+// entries remembered do not reach back to t, or the ledger could not be read.
+func (rs *Runtime) lostSince(ctx context.Context, s *Stream, t time.Time) ([]addedEntry, bool) {
+	if t.IsZero() {
+		return nil, false
+	}
+	added, whole := rs.recent[s.Name()].since(t)
+	if !whole {
+		return nil, false
+	}
+	if len(added) == 0 {
+		return nil, true
+	}
+	keys := make([]string, len(added))
+	for i, e := range added {
+		keys[i] = e.key
+	}
+	done, err := rs.ledger.Committed(ctx, s.Ledger(), keys)
+	if err != nil {
+		return nil, false
+	}
+	var lost []addedEntry
+	for _, e := range added {
+		if !done[e.key] {
+			lost = append(lost, e)
+		}
+	}
+	return lost, true
 }
 
 // reportVanished says loudly that n entries left a stream without being
@@ -363,6 +407,32 @@ func (rs *Runtime) reportLoss(ctx context.Context, sig, stream string, last Stat
 		"the stream and group are recreated and new requests are written. Turn on Redis persistence (appendonly yes) to keep them",
 		zap.String("redis", rs.addr), zap.String("signal", sig), zap.String("stream", stream),
 		zap.Int64("last_seen_entries", last.Entries), zap.Int64("last_seen_bytes", last.Bytes))
+}
+
+// reportLostSince reports a stream lost whole that was empty when last read
+// at t: lost are the entries this collector added since and did not write.
+// None lost is said once, as a warning, and counts no loss.
+func (rs *Runtime) reportLostSince(ctx context.Context, sig, stream string, t time.Time, lost []addedEntry) {
+	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("signal", sig), zap.String("stream", stream),
+		zap.Time("empty_at", t)}
+	if len(lost) == 0 {
+		rs.logger.Warn("Redis lost the stream and its consumer group (a restart without persistence, a failover to an empty replica, or deleted keys); "+
+			"it was empty when last read and every entry this collector added since is in PostgreSQL: nothing acknowledged was lost. "+
+			"The stream and group are recreated. Turn on Redis persistence (appendonly yes) to keep a backlog through a restart",
+			fields...)
+		return
+	}
+	items := 0
+	for _, e := range lost {
+		items += e.items
+	}
+	rs.rec.Lost(ctx, sig, int64(len(lost)))
+	rs.logger.Error("Redis lost the stream and its consumer group (a restart without persistence, a failover to an empty replica, or deleted keys): "+
+		"it was empty when last read, and entries this collector added since are neither in it nor in PostgreSQL; "+
+		"the requests were acknowledged to clients and are lost. The stream and group are recreated and new requests are written. "+
+		"Turn on Redis persistence (appendonly yes) to keep them",
+		append(fields, zap.Int("lost_entries", len(lost)), zap.Int("lost_items", items),
+			zap.String("first_lost_id", lost[0].id), zap.String("last_lost_id", lost[len(lost)-1].id))...)
 }
 
 // maintain refreshes the backlog, notices when Redis lost a stream, and
@@ -457,6 +527,7 @@ func (rs *Runtime) checkShard(ctx context.Context, sig string, s *Stream) error 
 	}
 	// The count first: entries that vanished since the last audit, exactly
 	// (-1: no count, it starts now).
+	at := rs.now()
 	vanished, err := s.Audit(ctx)
 	if err != nil {
 		return err
@@ -478,7 +549,7 @@ func (rs *Runtime) checkShard(ctx context.Context, sig string, s *Stream) error 
 		rs.auditFailover(ctx, sig, s, vanished > 0)
 	}
 	rs.mu.Lock()
-	rs.stats[stream] = shardStats{sig: sig, Stats: st}
+	rs.stats[stream] = shardStats{sig: sig, Stats: st, at: at}
 	rs.mu.Unlock()
 	if known != "" && (st.GroupMissing || st.Epoch == "") {
 		// Recreate it now rather than wait for a worker's NOGROUP.
