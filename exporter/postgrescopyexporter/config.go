@@ -26,7 +26,7 @@ type Config struct {
 	// timeout bounds one batch's write (every COPY and the commit). Default 30s.
 	TimeoutConfig exporterhelper.TimeoutConfig `mapstructure:",squash"`
 	// sending_queue is the Collector's queue and batcher. Default: on, 32 MiB
-	// (protobuf bytes) per signal, batches of 2,000 to 5,000 items or 100ms,
+	// (protobuf bytes) per signal, batches of 2,000 to 5,000 items or 20ms,
 	// 2 consumers; a request larger than queue_size is cut into pieces that
 	// fit; batch sizes left unset shrink to a smaller queue_size in the same
 	// sizer. Off when redis is set and sending_queue is not (Redis is the

@@ -55,7 +55,7 @@ func NewDefaultSendingQueueConfig() configoptional.Optional[exporterhelper.Queue
 	b.Sizer = exporterhelper.RequestSizerTypeItems
 	b.MinSize = 2_000
 	b.MaxSize = 5_000
-	b.FlushTimeout = 100 * time.Millisecond
+	b.FlushTimeout = 20 * time.Millisecond
 	q.Batch = configoptional.Some(b)
 	return configoptional.Some(q)
 }
