@@ -313,6 +313,7 @@ func TestLossAuditStreamLostEmptyCountsTheAddsSince(t *testing.T) {
 		name           string
 		unwritten      int // entries added after the last read, not written
 		written        int // entries added after the last read, written
+		afterwards     int // entries added to the recreated stream, not written yet
 		wantLost       []int64
 		wantLostEntry  int
 		wantLevel      zapcore.Level
@@ -321,6 +322,8 @@ func TestLossAuditStreamLostEmptyCountsTheAddsSince(t *testing.T) {
 		{name: "nothing added since", wantLevel: zapcore.WarnLevel},
 		{name: "added since and written", written: 3, wantLevel: zapcore.WarnLevel},
 		{name: "added since and not written", written: 1, unwritten: 2, wantLost: []int64{2}, wantLostEntry: 2, wantLevel: zapcore.ErrorLevel},
+		{name: "added to the recreated stream", written: 1, afterwards: 3, wantLevel: zapcore.WarnLevel},
+		{name: "lost, then added to the recreated stream", unwritten: 2, afterwards: 3, wantLost: []int64{2}, wantLostEntry: 2, wantLevel: zapcore.ErrorLevel},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, after := throwawayRedis(t, volatile...), throwawayRedis(t, volatile...)
@@ -334,6 +337,9 @@ func TestLossAuditStreamLostEmptyCountsTheAddsSince(t *testing.T) {
 			b.enqueue(before, tc.unwritten)
 
 			b.check(after)
+			// The client goes on adding to the stream recreated on the
+			// server back empty; a worker has not written them yet.
+			b.enqueue(after, tc.afterwards)
 			b.clock.advance(FailoverGrace)
 			for range epochTicks {
 				b.check(after)

@@ -356,9 +356,10 @@ func (rs *Runtime) lost(ctx context.Context, sig string, s *Stream, known string
 }
 
 // lostSince returns the entries this collector added to s at or after t
-// that are not in the ledger: with the stream lost whole and empty at t,
-// those are exactly what it lost of this collector's. ok is false when the
-// entries remembered do not reach back to t, or the ledger could not be read.
+// that are neither in the stream now (added since it was recreated) nor in
+// the ledger: with the stream lost whole and empty at t, those are exactly
+// what it lost of this collector's. ok is false when the entries remembered
+// do not reach back to t, or the stream or the ledger could not be read.
 func (rs *Runtime) lostSince(ctx context.Context, s *Stream, t time.Time) ([]addedEntry, bool) {
 	if t.IsZero() {
 		return nil, false
@@ -367,24 +368,7 @@ func (rs *Runtime) lostSince(ctx context.Context, s *Stream, t time.Time) ([]add
 	if !whole {
 		return nil, false
 	}
-	if len(added) == 0 {
-		return nil, true
-	}
-	keys := make([]string, len(added))
-	for i, e := range added {
-		keys[i] = e.key
-	}
-	done, err := rs.ledger.Committed(ctx, s.Ledger(), keys)
-	if err != nil {
-		return nil, false
-	}
-	var lost []addedEntry
-	for _, e := range added {
-		if !done[e.key] {
-			lost = append(lost, e)
-		}
-	}
-	return lost, true
+	return rs.missing(ctx, s, added)
 }
 
 // reportVanished says loudly that n entries left a stream without being
