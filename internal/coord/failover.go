@@ -335,20 +335,25 @@ func (rs *Runtime) missing(ctx context.Context, s *Stream, es []addedEntry) ([]a
 	return out, true
 }
 
-// reportFailoverLoss says loudly which entries a failover lost.
-func (rs *Runtime) reportFailoverLoss(ctx context.Context, sig, stream string, lost []addedEntry, from, to string) {
+// lostFields are the log fields naming lost entries (at least one): how
+// many, their items, and the first and last entry id.
+func lostFields(lost []addedEntry) []zap.Field {
 	items := 0
 	for _, e := range lost {
 		items += e.items
 	}
+	return []zap.Field{zap.Int("lost_entries", len(lost)), zap.Int("lost_items", items),
+		zap.String("first_lost_id", lost[0].id), zap.String("last_lost_id", lost[len(lost)-1].id)}
+}
+
+// reportFailoverLoss says loudly which entries a failover lost.
+func (rs *Runtime) reportFailoverLoss(ctx context.Context, sig, stream string, lost []addedEntry, from, to string) {
 	rs.rec.Lost(ctx, sig, int64(len(lost)))
 	rs.logger.Error("Redis lost entries in a failover: the server now holding the stream lacks entries this collector added, "+
 		"and they are not in PostgreSQL; the requests were acknowledged to clients and are lost. "+
 		"Set redis::min_replicas to 1 so that a request is acknowledged only once a replica holds it",
-		zap.String("redis", rs.addr), zap.String("signal", sig), zap.String("stream", stream),
-		zap.Int("lost_entries", len(lost)), zap.Int("lost_items", items),
-		zap.String("first_lost_id", lost[0].id), zap.String("last_lost_id", lost[len(lost)-1].id),
-		zap.String("from_run_id", from), zap.String("to_run_id", to))
+		append([]zap.Field{zap.String("redis", rs.addr), zap.String("signal", sig), zap.String("stream", stream),
+			zap.String("from_run_id", from), zap.String("to_run_id", to)}, lostFields(lost)...)...)
 }
 
 // mergeSuspects returns the entries of a and those of b not in a.

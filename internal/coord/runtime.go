@@ -406,17 +406,12 @@ func (rs *Runtime) reportLostSince(ctx context.Context, sig, stream string, t ti
 			fields...)
 		return
 	}
-	items := 0
-	for _, e := range lost {
-		items += e.items
-	}
 	rs.rec.Lost(ctx, sig, int64(len(lost)))
 	rs.logger.Error("Redis lost the stream and its consumer group (a restart without persistence, a failover to an empty replica, or deleted keys): "+
 		"it was empty when last read, and entries this collector added since are neither in it nor in PostgreSQL; "+
 		"the requests were acknowledged to clients and are lost. The stream and group are recreated and new requests are written. "+
 		"Turn on Redis persistence (appendonly yes) to keep them",
-		append(fields, zap.Int("lost_entries", len(lost)), zap.Int("lost_items", items),
-			zap.String("first_lost_id", lost[0].id), zap.String("last_lost_id", lost[len(lost)-1].id))...)
+		append(fields, lostFields(lost)...)...)
 }
 
 // maintain refreshes the backlog, notices when Redis lost a stream, and
