@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ exec sleep 60
 		_ = lock.Rollback(context.Background())
 	}
 	began := time.Now()
-	_, err = b.runCollector(ctx, name, 0, 1, 1, "", during)
+	_, err = b.runCollector(ctx, name, 0, 1, 1, "", 0, during)
 	var lost *errLost
 	if !errors.As(err, &lost) || lost.lost != 10 {
 		t.Fatalf("runCollector: %v, want 10 rows lost (the stand-in writes none)", err)
@@ -111,11 +112,69 @@ exec sleep 60
 			got[i] = b.live.bySignal[i].Load()
 		}
 	}
-	if _, err := b.runCollector(ctx, name, 0, 1, 1, "", during); !errors.As(err, new(*errLost)) {
+	if _, err := b.runCollector(ctx, name, 0, 1, 1, "", 0, during); !errors.As(err, new(*errLost)) {
 		t.Fatalf("runCollector: %v, want the stand-in's rows lost", err)
 	}
 	if want := [numSignals]int64{signalSpans: 5, signalLogs: 3, signalMetrics: 2}; got != want {
 		t.Fatalf("committed by signal %v, want %v", got, want)
+	}
+}
+
+// TestWarmUpIsNotTimed: with a warm-up, the rows the collector logged
+// before generation started are the warm-up's: they must all be in the
+// tables by then, and they neither count towards the run nor end its clock.
+func TestWarmUpIsNotTimed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	pool := pgtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "collector")
+	// The warm-up's batch (10 rows, which the test puts in the tables),
+	// then the run's, half a second after generation starts.
+	script := `#!/bin/sh
+echo '{"level":"debug","msg":"batch written","rows":10,"signal_rows":10,"tables":["spans"]}'
+echo '{"level":"info","msg":"Load generation warmed up"}'
+echo '{"level":"info","msg":"Load generation started"}'
+sleep 0.5
+echo '{"level":"debug","msg":"batch written","rows":10,"signal_rows":10,"tables":["spans"]}'
+exec sleep 60
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{collector: fake, tmp: dir, url: "postgres://unused", pool: pool, events: 10, collectorStall: time.Minute}
+	for _, warmRows := range []int{10, 4} {
+		name := pgtest.Schema(t, pool)
+		standInTables(ctx, t, pool, name)
+		if _, err := pool.Exec(ctx, "INSERT INTO "+schema.Qualified(name, tables.Tables[0].Store)+" SELECT generate_series(1, $1)", warmRows); err != nil {
+			t.Fatal(err)
+		}
+		run, err := b.runCollector(ctx, name, 0, 1, 1, "", 1, nil)
+		if warmRows < 10 {
+			if err == nil || !strings.Contains(err.Error(), "the warm-up's rows were not all written") || !strings.Contains(err.Error(), "(4 of 10)") {
+				t.Fatalf("runCollector with 4 of the warm-up's 10 rows in: %v, want the warm-up named", err)
+			}
+			continue
+		}
+		// The run's rows are not in the tables (the stand-in writes none):
+		// lost, once the run's own batch was logged, not the warm-up's.
+		var lost *errLost
+		if !errors.As(err, &lost) || lost.lost != 10 {
+			t.Fatalf("runCollector: %v, want the run's 10 rows lost", err)
+		}
+		if run.elapsed < 500*time.Millisecond {
+			t.Fatalf("the clock stopped %s after the start, before the run's batch (0.5s): the warm-up's batch ended it", run.elapsed)
+		}
+		if run.warmup != 1 {
+			t.Fatalf("warmup %d, want 1", run.warmup)
+		}
+		cfg, err := os.ReadFile(filepath.Join(dir, "collector-1.yaml"))
+		if err != nil || !strings.Contains(string(cfg), `"warmup_users": 1`) {
+			t.Fatalf("the collector's config does not ask the receiver for the warm-up (%v):\n%s", err, cfg)
+		}
 	}
 }
 

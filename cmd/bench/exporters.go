@@ -154,7 +154,7 @@ func (b *bench) runExporter(ctx context.Context, k exporterKind, users int, sche
 			prefix = b.prefix + "-exp-" + strconv.Itoa(users)
 			defer b.dropRedisKeys(prefix)
 		}
-		run, err := b.runCollector(ctx, schemaName, 0, users, b.seed, prefix, nil)
+		run, err := b.runCollector(ctx, schemaName, 0, users, b.seed, prefix, 0, nil)
 		r.Retries, r.Dropped = run.gen.Retries, run.gen.Dropped
 		if err != nil {
 			r.Status, r.Note = "failed", err.Error()

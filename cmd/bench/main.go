@@ -56,6 +56,7 @@ type bench struct {
 	exporterExtra      map[string]any // -exporter-config: merged into every collector run's exporter section
 	variantExporter    map[string]any // the running -variants strategy's exporter settings, merged after exporterExtra
 	variantEnv         []string       // and its collector environment
+	warmupUsers        int            // users a strategy's collector writes untimed first (-warmup-users)
 	variantLoadgen     map[string]any // and its loadgen settings, merged after -loadgen-config
 	loadgenExtra       map[string]any // merged into the loadgen receiver's section (the sustained part)
 	live               *liveRun       // the collector run in progress
@@ -196,6 +197,7 @@ func run() int {
 	fs.IntVar(&b.ceilingChunk, "ceiling-chunk-rows", 3000, "the ceiling's \\copy and the rowcost part load the spans in COPYs of at most this many rows, the exporter's flush size (redis max_rows): the AI spend capture reads each COPY's spans back as one transition table; 0 loads whole files")
 	fs.IntVar(&b.runs, "runs", 3, "runs of every timed write, interleaved; the fastest is kept (a shared machine is noisy)")
 	fs.IntVar(&b.loadgenConcurrency, "loadgen-concurrency", 2, "loadgen receiver concurrency in the collector runs")
+	fs.IntVar(&b.warmupUsers, "warmup-users", 100, "write strategies: each collector run first writes as many users as it times, at most this many, of the next seed, untimed: the clock then runs on a collector that has written such a burst, as a running one has, not on a new process's first touch of its memory and its connections' first rows; 0 times the new process")
 	fs.BoolVar(&b.pregenerate, "pregenerate", false, "collector runs: the loadgen receiver builds every batch in memory before the clock starts (about 2.5 KB of collector memory per item: 4.9 GB at 1,000 users); by default it generates while timed")
 	fs.DurationVar(&b.collectorTimeout, "collector-timeout", 0, "give up on a collector run after this long (0: 2 minutes + 1s per 5,000 rows)")
 	fs.DurationVar(&b.collectorStall, "collector-stall", 60*time.Second, "fail a collector run, saying what it lost, when no batch commits for this long")
@@ -724,7 +726,11 @@ func (b *bench) runStrategy(ctx context.Context, s strategy, ds *dataset, schema
 	}
 	b.variantExporter, b.variantEnv, b.variantLoadgen = s.exporter, s.env, s.loadgen
 	defer func() { b.variantExporter, b.variantEnv, b.variantLoadgen = nil, nil, nil }()
-	run, err := b.runCollector(ctx, schemaName, 0, ds.users, b.seed, prefix, nil)
+	warmup := b.warmupUsers
+	if v, ok := s.loadgen["warmup_users"].(float64); ok {
+		warmup = int(v) // a variant's own, e.g. 0 to time a new process
+	}
+	run, err := b.runCollector(ctx, schemaName, 0, ds.users, b.seed, prefix, min(warmup, ds.users), nil)
 	if err != nil {
 		r.Status, r.Note = "failed", err.Error()
 		var l *errLost

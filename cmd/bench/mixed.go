@@ -305,7 +305,7 @@ func (b *bench) runMixed(ctx context.Context, ds *dataset, qsFor func(string) ([
 		}
 		// The base is the preload's signal rows: runCollector counts those
 		// (the context dictionary holds the same contexts either way).
-		cr, err := b.runCollector(ctx, s, ds.totalRows()-ds.rows[tables.IdxContexts], b.users, seed, "", d)
+		cr, err := b.runCollector(ctx, s, ds.totalRows()-ds.rows[tables.IdxContexts], b.users, seed, "", 0, d)
 		if err != nil {
 			return err
 		}

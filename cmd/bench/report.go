@@ -32,6 +32,9 @@ type result struct {
 	// InputRSSMiB is the collector's resident set (VmRSS) when generation
 	// started: with -pregenerate, what the prepared input holds.
 	InputRSSMiB float64 `json:"input_rss_mib,omitempty"`
+	// Warmup is the users a collector run wrote untimed before it (0: it
+	// timed a new process's first burst).
+	Warmup int `json:"warmup_users,omitempty"`
 	// CPU is what the write cost in CPU per row, by process.
 	CPU *cpuPerRow `json:"cpu_us_per_row,omitempty"`
 	// LostRows is how many rows a failed run left missing.
@@ -60,6 +63,10 @@ func collectorResult(name string, users int, rows, bytes int64, run collectorRun
 	r.CPU = run.cpu
 	r.Retries, r.Dropped = run.gen.Retries, run.gen.Dropped
 	r.Note = fmt.Sprintf("collector start-up %.1fs not counted; %d refused batches resent", run.startup.Seconds(), run.gen.Retries)
+	if run.warmup > 0 {
+		r.Warmup = run.warmup
+		r.Note = fmt.Sprintf("collector start-up and a warm-up of %d users %.1fs not counted; %d refused batches resent", run.warmup, run.startup.Seconds(), run.gen.Retries)
+	}
 	if run.peakRSS > 0 {
 		r.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
 		r.Note += fmt.Sprintf("; collector peak RSS %.0f MiB", r.PeakRSSMiB)
@@ -155,6 +162,13 @@ func (rep *report) markdown() string {
 		w("`× ceiling` is rows/s over the best raw `psql \\copy` of the same rows at the same scale in this run. ")
 		if wl.CeilingChunkRows > 0 {
 			w("The ceiling loads the spans in COPYs of at most %d rows, the exporter's flush size: the AI spend capture trigger reads each COPY's spans back as one transition table, which a whole file's spans make spill and sort. ", wl.CeilingChunkRows)
+		}
+		warm := 0
+		for _, r := range rep.Strategies {
+			warm = max(warm, r.Warmup)
+		}
+		if warm > 0 {
+			w("Each collector run first writes as many users as it times (at most %d), of the next seed, untimed, into the same tables, and waits for them to commit (the loadgen receiver's warm-up, `-warmup-users`): the clock runs on a collector that has written such a burst before, as a running one has, as the application strategies run in the bench's own process, warm from the runs before it. A new collector's first burst also pays its first touch of memory and its connections' first rows (`-warmup-users 0` times that). ", warm)
 		}
 		w("`CPU µs/row` is the CPU time the write cost per row, PostgreSQL + client (psql, the bench's own connections, or the collector process) + Redis when it was used: all of it shares the machine's cores.\n\n")
 		w("| Strategy | Users | Rows | Seconds | Rows/s | MB/s | × ceiling | CPU µs/row | Notes |\n")

@@ -373,7 +373,7 @@ func (b *bench) runSustained(ctx context.Context, queriesDir string) (res sustai
 	b.progress.step(fmt.Sprintf("sustained: %s rows through postgrescopy + Redis, sampled every %s", num(float64(res.PlannedRows)), sus.interval))
 	queryCtx, stopQueries := context.WithCancel(ctx)
 	defer stopQueries()
-	run, runErr := b.runCollector(ctx, sustainedSchema, 0, res.Users, b.seed, prefix, func(dctx context.Context) {
+	run, runErr := b.runCollector(ctx, sustainedSchema, 0, res.Users, b.seed, prefix, 0, func(dctx context.Context) {
 		s.loop(dctx, queryCtx, sus.interval)
 	})
 	s.wait() // the last query sample

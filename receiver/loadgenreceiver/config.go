@@ -65,6 +65,18 @@ type Config struct {
 	// does not pay generation CPU while the clock runs. Same batches, same
 	// order. Default false; needs a load bounded by users, so no duration.
 	Pregenerate bool `mapstructure:"pregenerate"`
+	// warmup_users generates, before generation starts, this many users'
+	// events of another seed (seed + 1: other ids, the same shapes) through
+	// the same pipeline, then waits warmup_pause: a benchmark then times a
+	// collector that has already written a burst, as a running one has,
+	// instead of a process's first touch of its memory and its database
+	// connections' first rows. The warm-up is not in the receiver's counts.
+	// Default 0: none; 0 to 1,000,000,000.
+	WarmupUsers int `mapstructure:"warmup_users"`
+	// warmup_pause is the wait between the warm-up's last batch and the
+	// start of generation, for the exporter to write what it holds.
+	// Default 5s; >= 0.
+	WarmupPause time.Duration `mapstructure:"warmup_pause"`
 	// retry_on_failure resends a batch the pipeline refused with a
 	// retryable error, as an OTel SDK's OTLP exporter does: exponential
 	// backoff with jitter until max_elapsed_time, then the batch is dropped
@@ -85,6 +97,7 @@ func createDefaultConfig() component.Config {
 		Concurrency:     1,
 		Seed:            1,
 		BatchSize:       500,
+		WarmupPause:     5 * time.Second,
 		RetryOnFailure:  defaultRetry(),
 	}
 }
@@ -135,6 +148,12 @@ func (cfg *Config) Validate() error {
 		// duration bounds the load by time, not by users: the batches
 		// prepared past it would never be sent.
 		errs = append(errs, fmt.Errorf(`"pregenerate" needs a load bounded by "users"; "duration" must be 0 with it, got %s`, cfg.Duration))
+	}
+	if cfg.WarmupUsers < 0 || cfg.WarmupUsers > 1_000_000_000 {
+		errs = append(errs, fmt.Errorf(`"warmup_users" must be between 0 (none) and 1000000000, got %d`, cfg.WarmupUsers))
+	}
+	if cfg.WarmupPause < 0 {
+		errs = append(errs, fmt.Errorf(`"warmup_pause" must be 0 or positive, got %s`, cfg.WarmupPause))
 	}
 	if cfg.Concurrency < 1 || cfg.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf(`"concurrency" must be between 1 and 1024, got %d`, cfg.Concurrency))

@@ -25,6 +25,7 @@ func TestDefaultConfig(t *testing.T) {
 		Concurrency:     1,
 		Seed:            1,
 		BatchSize:       500,
+		WarmupPause:     5 * time.Second,
 		RetryOnFailure:  defaultRetry(),
 	}, cfg)
 	require.NoError(t, componenttest.CheckConfigStruct(cfg))
@@ -54,6 +55,8 @@ func TestLoadConfig(t *testing.T) {
 			Seed:            42,
 			BatchSize:       5000,
 			Signals:         []string{"traces", "logs"},
+			WarmupUsers:     100,
+			WarmupPause:     2 * time.Second,
 			RetryOnFailure:  defaultRetry(),
 		}},
 		{id: component.NewIDWithName(metadata.Type, "pregenerated"), want: func() *Config {

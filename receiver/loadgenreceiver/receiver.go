@@ -157,6 +157,12 @@ func (g *run) generate(ctx context.Context, on [3]bool) {
 		}
 		gens[w] = gen
 	}
+	if g.cfg.WarmupUsers > 0 {
+		if !g.warmUp(ctx, start, on) {
+			g.stats.finish()
+			return
+		}
+	}
 	var prepared [][]batch
 	if g.cfg.Pregenerate {
 		began := time.Now()
@@ -202,7 +208,7 @@ func (g *run) generate(ctx context.Context, on [3]bool) {
 		if prepared != nil {
 			next = replay(prepared[w])
 		}
-		workers.Go(func() { g.work(ctx, next, deadline) })
+		workers.Go(func() { g.work(ctx, g.stats, next, deadline) })
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -223,6 +229,32 @@ func (g *run) generate(ctx context.Context, on [3]bool) {
 	}
 	g.stats.finish()
 	g.logger.Info("Load generation finished", snapshotFields(g.stats.Snapshot())...)
+}
+
+// warmUp sends warmup_users users' events of seed + 1 through the pipeline,
+// counted apart, then waits warmup_pause. It reports false when the run was
+// stopped or the warm-up could not be generated.
+func (g *run) warmUp(ctx context.Context, start time.Time, on [3]bool) bool {
+	cfg := *g.cfg
+	cfg.Users, cfg.Seed = g.cfg.WarmupUsers, g.cfg.Seed+1
+	began := time.Now()
+	var st Stats
+	var workers sync.WaitGroup
+	for w := range min(cfg.Concurrency, cfg.Users) {
+		gen, err := NewWorkerGenerator(cfg, start, w)
+		if err != nil {
+			g.logger.Error("Load generation cannot warm up", zap.Error(err))
+			return false
+		}
+		next := newSchedule(gen, on).next
+		workers.Go(func() { g.work(ctx, &st, next, time.Time{}) })
+	}
+	workers.Wait()
+	snap := st.Snapshot()
+	g.logger.Info("Load generation warmed up", zap.Int("users", cfg.Users), zap.Int64("items", snap.Items()),
+		zap.Int64("dropped", snap.Dropped), zap.Duration("took", time.Since(began)), zap.Duration("pause", g.cfg.WarmupPause))
+	sleep(ctx, g.cfg.WarmupPause)
+	return ctx.Err() == nil
 }
 
 func snapshotFields(s Snapshot) []zap.Field {
@@ -349,10 +381,10 @@ func replay(bs []batch) func() (batch, bool) {
 
 // work sends one worker's batches until they run out, ctx ends or the
 // deadline passes.
-func (g *run) work(ctx context.Context, next func() (batch, bool), deadline time.Time) {
+func (g *run) work(ctx context.Context, st *Stats, next func() (batch, bool), deadline time.Time) {
 	for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
 		b, ok := next()
-		if !ok || g.send(ctx, b, deadline) != nil {
+		if !ok || g.send(ctx, st, b, deadline) != nil {
 			return
 		}
 	}
@@ -363,24 +395,24 @@ func (g *run) work(ctx context.Context, next func() (batch, bool), deadline time
 // (retry_on_failure). The batch is marked read-only first, so a mutating
 // consumer gets a copy (the fanout clones read-only data for it) and what
 // is resent is what was generated.
-func (g *run) send(ctx context.Context, b batch, deadline time.Time) error {
+func (g *run) send(ctx context.Context, st *Stats, b batch, deadline time.Time) error {
 	if err := g.limiter.wait(ctx, b.n, deadline); err != nil {
 		return err
 	}
 	switch b.signal {
 	case 0:
 		b.td.MarkReadOnly()
-		g.stats.Traces.Add(b.traces)
-		g.stats.Spans.Add(int64(b.n))
+		st.Traces.Add(b.traces)
+		st.Spans.Add(int64(b.n))
 	case 1:
 		b.md.MarkReadOnly()
-		g.stats.DataPoints.Add(int64(b.n))
+		st.DataPoints.Add(int64(b.n))
 	case 2:
 		b.ld.MarkReadOnly()
-		g.stats.LogRecords.Add(int64(b.n))
+		st.LogRecords.Add(int64(b.n))
 	}
-	g.stats.Batches.Add(1)
-	g.stats.Bytes.Add(int64(b.size))
+	st.Batches.Add(1)
+	st.Bytes.Add(int64(b.size))
 	rc := g.cfg.RetryOnFailure
 	var (
 		began   time.Time
@@ -391,11 +423,11 @@ func (g *run) send(ctx context.Context, b batch, deadline time.Time) error {
 		err := g.consume(ctx, b)
 		if err == nil {
 			if retried {
-				g.stats.RetriedOK.Add(int64(b.n))
+				st.RetriedOK.Add(int64(b.n))
 			}
 			return nil
 		}
-		g.stats.Refused.Add(int64(b.n))
+		st.Refused.Add(int64(b.n))
 		give := !rc.Enabled || consumererror.IsPermanent(err) || ctx.Err() != nil
 		if !give && began.IsZero() {
 			began = time.Now()
@@ -405,7 +437,7 @@ func (g *run) send(ctx context.Context, b batch, deadline time.Time) error {
 		}
 		g.noteRefusal(err, give)
 		if give {
-			g.stats.Dropped.Add(int64(b.n))
+			st.Dropped.Add(int64(b.n))
 			if !consumererror.IsPermanent(err) {
 				sleep(ctx, refusedBackoff)
 			}
@@ -413,10 +445,10 @@ func (g *run) send(ctx context.Context, b batch, deadline time.Time) error {
 		}
 		sleep(ctx, jitter(wait, rc.RandomizationFactor))
 		if ctx.Err() != nil {
-			g.stats.Dropped.Add(int64(b.n))
+			st.Dropped.Add(int64(b.n))
 			return errStop
 		}
-		g.stats.Retries.Add(1)
+		st.Retries.Add(1)
 		retried = true
 		wait = min(time.Duration(float64(wait)*max(rc.Multiplier, 1)), rc.MaxInterval)
 	}

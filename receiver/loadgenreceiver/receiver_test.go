@@ -377,6 +377,47 @@ func TestPregenerateSendsTheStreamedBatches(t *testing.T) {
 	}
 }
 
+// A warm-up sends warmup_users users of the next seed, all of it before
+// generation starts, and is left out of the counts: what follows is what the
+// run sends without one.
+func TestWarmUpSendsTheNextSeedFirstAndApart(t *testing.T) {
+	cfg := testConfig(3)
+	cfg.BatchSize = 97
+	plain, _ := runRecorded(t, cfg)
+	warm := testConfig(2)
+	warm.BatchSize, warm.Seed = 97, cfg.Seed+1
+	warmOnly, _ := runRecorded(t, warm)
+
+	cfg.WarmupUsers, cfg.WarmupPause = 2, 50*time.Millisecond
+	got, logs := runRecorded(t, cfg) // checks the counts hold the 3 users only
+	require.NotEmpty(t, warmOnly)
+	assert.Equal(t, append(slices.Clone(warmOnly), plain...), got)
+
+	var msgs []string
+	for _, e := range logs.All() {
+		msgs = append(msgs, e.Message)
+	}
+	i := slices.Index(msgs, "Load generation warmed up")
+	require.GreaterOrEqual(t, i, 0, "%v", msgs)
+	assert.Less(t, i, slices.Index(msgs, "Load generation started"))
+	assert.Equal(t, int64(2*1900), logs.All()[i].ContextMap()["items"])
+	assert.Equal(t, int64(0), logs.All()[i].ContextMap()["dropped"])
+}
+
+func TestShutdownDuringWarmUpPauseIsPrompt(t *testing.T) {
+	stats := NewStats()
+	f := NewFactoryWithStats(stats)
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.Users, cfg.WarmupUsers, cfg.WarmupPause = 1, 1, time.Hour
+	comps := startAll(t, f, cfg, receivertest.NewNopSettings(metadata.Type), consumertest.NewNop(), consumertest.NewNop(), consumertest.NewNop())
+	time.Sleep(200 * time.Millisecond)
+	began := time.Now()
+	shutdownAll(t, comps)
+	assert.Less(t, time.Since(began), 2*time.Second)
+	assert.True(t, stats.Finished())
+	assert.Zero(t, stats.Snapshot().Items(), "the warm-up is not counted, and nothing is generated after a stop")
+}
+
 func TestShutdownDuringPregenerateIsPrompt(t *testing.T) {
 	stats := NewStats()
 	f := NewFactoryWithStats(stats)
