@@ -258,6 +258,8 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	started := make(chan start, 1)
 	// done receives when the batches committed so far hold every row.
 	done := make(chan time.Time, 1)
+	// warmed receives when the receiver's warm-up has been sent.
+	warmed := make(chan struct{}, 1)
 	// finished receives the receiver's totals when it stops generating.
 	finished := make(chan genTotals, 1)
 	// committed and lastCommit are read by the stall check below.
@@ -320,6 +322,12 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 					agesMu.Unlock()
 				}
 			}
+			if strings.Contains(line, "Load generation warmed up") {
+				select {
+				case warmed <- struct{}{}:
+				default:
+				}
+			}
 			if strings.Contains(line, "Load generation started") {
 				// The warm-up's batches are not the run's.
 				committed.Store(0)
@@ -357,6 +365,47 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	// Pregenerating holds back "Load generation started" while every batch
 	// is built; allow it 50µs an item on top.
 	startWait := 60 * time.Second
+	warm := int64(warmup) * int64(b.events)
+	if warmup > 0 {
+		// The warm-up's writing (5,000 rows a second, the slowest seen)
+		// and its pause come first.
+		startWait += warmupPause(warmup, b.events) + time.Duration(warm)*200*time.Microsecond
+	}
+	if warmup > 0 {
+		// Every warm-up row must be in before the clock runs, or the run
+		// would time some of them: counted from the end of its sending
+		// until all are in, which must come before generation starts.
+		select {
+		case <-warmed:
+		case <-exited:
+			<-scanned
+			return res, fmt.Errorf("%w: the collector exited before its warm-up was sent (%v): %s", errUnavailable, exitErr, why())
+		case <-time.After(startWait):
+			return res, fmt.Errorf("%w: the collector did not send its warm-up within %s: %s", errUnavailable, startWait.Round(time.Second), why())
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+		for {
+			late := len(started) > 0 // generation started: its rows may be counted too
+			n, err := countSignalRows(ctx, b.pool, schemaName)
+			if err != nil {
+				return res, fmt.Errorf("count the warm-up's rows: %w", err)
+			}
+			if n-base == warm && !late {
+				break
+			}
+			if late || len(started) > 0 {
+				return res, fmt.Errorf("the warm-up's rows were not all written within the %s pause before the run (%d rows in, %d sent): %s", warmupPause(warmup, b.events), n-base, warm, why())
+			}
+			if n-base > warm {
+				return res, fmt.Errorf("the warm-up wrote %d rows, %d sent: duplicates", n-base, warm)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		res.warmup = warmup
+		base += warm
+		expected = base + want
+	}
 	if b.pregenerate {
 		startWait += time.Duration(users) * time.Duration(b.events) * 50 * time.Microsecond
 	}
@@ -377,18 +426,8 @@ func (b *bench) runCollector(ctx context.Context, schemaName string, base int64,
 	}
 	res.startup = t0.Sub(execAt)
 	if warmup > 0 {
-		// Every warm-up row must be in before the clock runs, or the run
-		// would time some of them. Its "batch written" lines may have
-		// filled done: drained, the counts started again at the start.
-		n, err := countSignalRows(ctx, b.pool, schemaName)
-		if err != nil {
-			return res, fmt.Errorf("count the warm-up's rows: %w", err)
-		}
-		if warm := int64(warmup) * int64(b.events); n-base != warm {
-			return res, fmt.Errorf("the warm-up's rows were not all written within the %s pause before the run (%d of %d): %s", warmupPause(warmup, b.events), n-base, warm, why())
-		}
-		res.warmup = warmup
-		base, expected = n, n+want
+		// The warm-up's "batch written" lines may have filled done: the
+		// counts started again with generation.
 		select {
 		case <-done:
 		default:

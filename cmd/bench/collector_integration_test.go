@@ -132,11 +132,12 @@ func TestWarmUpIsNotTimed(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "collector")
-	// The warm-up's batch (10 rows, which the test puts in the tables),
-	// then the run's, half a second after generation starts.
+	// The warm-up's batch (10 rows, which the test puts in the tables), its
+	// pause, then the run's batch, half a second after generation starts.
 	script := `#!/bin/sh
 echo '{"level":"debug","msg":"batch written","rows":10,"signal_rows":10,"tables":["spans"]}'
 echo '{"level":"info","msg":"Load generation warmed up"}'
+sleep 1
 echo '{"level":"info","msg":"Load generation started"}'
 sleep 0.5
 echo '{"level":"debug","msg":"batch written","rows":10,"signal_rows":10,"tables":["spans"]}'
@@ -154,7 +155,7 @@ exec sleep 60
 		}
 		run, err := b.runCollector(ctx, name, 0, 1, 1, "", 1, nil)
 		if warmRows < 10 {
-			if err == nil || !strings.Contains(err.Error(), "the warm-up's rows were not all written") || !strings.Contains(err.Error(), "(4 of 10)") {
+			if err == nil || !strings.Contains(err.Error(), "the warm-up's rows were not all written") || !strings.Contains(err.Error(), "(4 rows in, 10 sent)") {
 				t.Fatalf("runCollector with 4 of the warm-up's 10 rows in: %v, want the warm-up named", err)
 			}
 			continue
