@@ -138,7 +138,7 @@ fuzz:
 
 # The write strategies on this machine, against the raw psql \copy
 # ceiling (docs/benchmarks.md): write strategies at growing scale, writes while
-# queries/ run, and the indexes. About 10 minutes on 2 cores with the
+# queries/ run, and the indexes. About 20 minutes on 2 cores with the
 # defaults; results go to bench/results/. Bigger machines reach the article's
 # scale with e.g. make bench SCALE=100,500,1000 USERS=500; PARTS picks parts,
 # BENCH_FLAGS passes any other flag of cmd/bench (-runs, -strategies...). It
