@@ -62,11 +62,12 @@ func collectorResult(name string, users int, rows, bytes int64, run collectorRun
 	r := timed(name, users, rows, bytes, run.elapsed)
 	r.CPU = run.cpu
 	r.Retries, r.Dropped = run.gen.Retries, run.gen.Dropped
-	r.Note = fmt.Sprintf("collector start-up %.1fs not counted; %d refused batches resent", run.startup.Seconds(), run.gen.Retries)
+	untimed := "collector start-up"
 	if run.warmup > 0 {
 		r.Warmup = run.warmup
-		r.Note = fmt.Sprintf("collector start-up and a warm-up of %d users %.1fs not counted; %d refused batches resent", run.warmup, run.startup.Seconds(), run.gen.Retries)
+		untimed += fmt.Sprintf(" and a warm-up of %d users", run.warmup)
 	}
+	r.Note = fmt.Sprintf("%s %.1fs not counted; %d refused batches resent", untimed, run.startup.Seconds(), run.gen.Retries)
 	if run.peakRSS > 0 {
 		r.PeakRSSMiB = float64(run.peakRSS) / (1 << 20)
 		r.Note += fmt.Sprintf("; collector peak RSS %.0f MiB", r.PeakRSSMiB)

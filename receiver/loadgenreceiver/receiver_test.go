@@ -365,16 +365,24 @@ func TestPregenerateSendsTheStreamedBatches(t *testing.T) {
 		assert.Equal(t, streamed, pregenerated, "concurrency %d", concurrency)
 
 		// The preparation is logged, with its size, before generation starts.
-		var msgs []string
-		for _, e := range logs.All() {
-			msgs = append(msgs, e.Message)
-		}
-		i := slices.Index(msgs, "Load generation prepared every batch in memory")
-		require.GreaterOrEqual(t, i, 0, "%v", msgs)
-		assert.Less(t, i, slices.Index(msgs, "Load generation started"))
+		i := loggedBeforeStart(t, logs, "Load generation prepared every batch in memory")
 		assert.Equal(t, int64(5*1900), logs.All()[i].ContextMap()["items"])
 		assert.Equal(t, int64(len(pregenerated)), logs.All()[i].ContextMap()["batches"])
 	}
+}
+
+// loggedBeforeStart returns the index in logs of the entry with message msg,
+// after checking it is there and comes before "Load generation started".
+func loggedBeforeStart(t *testing.T, logs *observer.ObservedLogs, msg string) int {
+	t.Helper()
+	var msgs []string
+	for _, e := range logs.All() {
+		msgs = append(msgs, e.Message)
+	}
+	i := slices.Index(msgs, msg)
+	require.GreaterOrEqual(t, i, 0, "%v", msgs)
+	assert.Less(t, i, slices.Index(msgs, "Load generation started"))
+	return i
 }
 
 // A warm-up sends warmup_users users of the next seed, all of it before
@@ -393,13 +401,7 @@ func TestWarmUpSendsTheNextSeedFirstAndApart(t *testing.T) {
 	require.NotEmpty(t, warmOnly)
 	assert.Equal(t, append(slices.Clone(warmOnly), plain...), got)
 
-	var msgs []string
-	for _, e := range logs.All() {
-		msgs = append(msgs, e.Message)
-	}
-	i := slices.Index(msgs, "Load generation warmed up")
-	require.GreaterOrEqual(t, i, 0, "%v", msgs)
-	assert.Less(t, i, slices.Index(msgs, "Load generation started"))
+	i := loggedBeforeStart(t, logs, "Load generation warmed up")
 	assert.Equal(t, int64(2*1900), logs.All()[i].ContextMap()["items"])
 	assert.Equal(t, int64(0), logs.All()[i].ContextMap()["dropped"])
 }
