@@ -59,7 +59,10 @@ type RedisConfig struct {
 	// last flushes are smaller, so its tail is not one long COPY on one core.
 	MaxRows int `mapstructure:"max_rows"`
 	// max_bytes flushes a batch once its encoded rows (decompressed, as
-	// they are sent to PostgreSQL) reach this size. Default 32 MiB.
+	// they are sent to PostgreSQL) reach this size. Default 6 MiB: what a
+	// row costs PostgreSQL follows its bytes (a span is about four log
+	// records in both), so spans flush in smaller batches than logs and
+	// metrics, and a burst's last span flush is not the one write left.
 	MaxBytes int64 `mapstructure:"max_bytes"`
 	// max_wait flushes a batch this long after its first entry, or once no new
 	// entry came for a tenth of it (the stream is drained). Default 500ms.
@@ -144,7 +147,7 @@ func defaultRedisConfig() RedisConfig {
 		KeyPrefix:       "postgrescopy",
 		Workers:         2,
 		MaxRows:         3_000,
-		MaxBytes:        32 << 20,
+		MaxBytes:        6 << 20,
 		MaxWait:         500 * time.Millisecond,
 		ClaimAfter:      60 * time.Second,
 		MaxPendingBytes: 512 << 20,

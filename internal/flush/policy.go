@@ -58,9 +58,11 @@ func (f *Worker) next(ctx context.Context) ([]coord.Entry, error) {
 		}
 		count := int64(entriesPerRead)
 		if f.perEntry > 0 {
-			// Read about what max_rows still has room for, at the items per
-			// entry seen last, rather than overshooting it by a full read.
-			count = min(count, max(1, int64((f.cfg.MaxRows-items)/f.perEntry)))
+			// Read about what max_rows and max_bytes still have room for, at
+			// the items and bytes per entry seen last, rather than
+			// overshooting them by a full read.
+			count = min(count, max(1, int64((f.cfg.MaxRows-items)/f.perEntry)),
+				max(1, (f.cfg.MaxBytes-int64(size))/int64(f.bytesPerEntry)))
 		}
 		if len(entries) > 0 {
 			wait = min(wait, max(minPoll, quiet/quietPolls))
@@ -92,6 +94,7 @@ func (f *Worker) next(ctx context.Context) ([]coord.Entry, error) {
 		}
 		entries = append(entries, got...)
 		f.perEntry = max(1, items/len(entries))
+		f.bytesPerEntry = max(1, size/len(entries))
 		if f.w.InFlight() < idleWrites {
 			// PostgreSQL is (nearly) idle for this replica: waiting for a
 			// fuller batch would only leave it so. Under load, writes are in

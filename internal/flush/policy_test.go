@@ -179,6 +179,20 @@ func TestNextFlushesAtMaxBytes(t *testing.T) {
 	assert.Less(t, at, testQuiet, "ended by max_bytes, not by max_wait or a quiet stream")
 }
 
+// max_bytes with a backlog: every entry is there at once. The first read
+// knows nothing of the entries and reads a full count; the next batches
+// read what max_bytes has room for, not a full count past it (a span
+// request is megabytes: a full read would double a transaction).
+func TestNextReadsWhatMaxBytesHasRoomFor(t *testing.T) {
+	f, s := policy(t, 1<<30, 10_000, every(0, 0, 100, 1, 1000), busy)
+	next(t, f, s)
+	for range 3 {
+		n, _, size, _ := next(t, f, s)
+		assert.Equal(t, 10, n)
+		assert.Equal(t, 10_000, size)
+	}
+}
+
 // max_wait: entries keep coming, faster than the quiet period and never up
 // to a limit; the batch ends max_wait after its first entry (not after the
 // read began: the stream was empty for 300ms).

@@ -115,13 +115,14 @@ type Worker struct {
 	// flight at shutdown finishes if it can in time.
 	writes context.Context
 
-	entries     entry.Entries                  // the entries of a streamed write
-	batch       *rows.Batch                    // a write through a batch (damage, refused rows)
-	others      map[*tables.Layout]*rows.Batch // batches of other replicas' layouts
-	ownPending  bool                           // a flush failed: re-read this consumer's pending entries first
-	perEntry    int                            // items per entry in the last reads, to size the next
-	lastClaim   time.Time
-	lastProblem string
+	entries       entry.Entries                  // the entries of a streamed write
+	batch         *rows.Batch                    // a write through a batch (damage, refused rows)
+	others        map[*tables.Layout]*rows.Batch // batches of other replicas' layouts
+	ownPending    bool                           // a flush failed: re-read this consumer's pending entries first
+	perEntry      int                            // items per entry in the last reads, to size the next
+	bytesPerEntry int                            // and bytes (entryBytes) per entry
+	lastClaim     time.Time
+	lastProblem   string
 }
 
 // New returns a worker of stream writing through w. writes is the context
