@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,9 +80,13 @@ func (b *bench) dropSchemas() {
 // reset empties every table of the schema (the ledger too, so a direct
 // write's batch hash from an earlier run cannot look like a retry) and
 // checkpoints, so that each timed run starts from the same state and does
-// not pay for the previous run's dirty buffers.
+// not pay for the previous run's dirty buffers. The schema's own rows stay:
+// its version, and the AI spend settings row (made once, by the migration;
+// without it the ai_spend view has no bounds and every AI query fails),
+// whose rollup state goes back to a new schema's.
 func (b *bench) reset(ctx context.Context, name string) error {
-	r, err := b.pool.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename <> 'schema_version'`, name)
+	r, err := b.pool.Query(ctx, `SELECT tablename FROM pg_tables WHERE schemaname = $1
+		AND tablename NOT IN ('schema_version', 'ai_spend_settings')`, name)
 	if err != nil {
 		return err
 	}
@@ -95,6 +100,11 @@ func (b *bench) reset(ctx context.Context, name string) error {
 	}
 	if _, err := b.pool.Exec(ctx, "TRUNCATE "+strings.Join(quoted, ", ")); err != nil {
 		return fmt.Errorf("truncate %s: %w", name, err)
+	}
+	if slices.Contains(tables, "ai_spend_hourly") {
+		if _, err := b.pool.Exec(ctx, "UPDATE "+schema.Qualified(name, "ai_spend_settings")+" SET rolled_to = NULL, live_from = NULL"); err != nil {
+			return fmt.Errorf("reset the AI spend rollup of %s: %w", name, err)
+		}
 	}
 	if _, err := b.pool.Exec(ctx, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)

@@ -65,6 +65,47 @@ func TestQueriesReturnRows(t *testing.T) {
 	}
 }
 
+// TestQueriesRunAfterReset: the bench empties a schema between its runs
+// (reset); every query must still run on what the next run writes. A reset
+// that emptied the AI spend settings too left the ai_spend view without
+// bounds, and the AI queries failed ("empty query does not return tuples").
+func TestQueriesRunAfterReset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	name := twoUserSchema(ctx, t, pool)
+	if _, err := schema.Maintain(ctx, pool, name, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{pool: pool}
+	if err := b.reset(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	n, err := countRows(ctx, pool, name)
+	if err != nil || n != 0 {
+		t.Fatalf("after reset: %d rows (%v), want 0", n, err)
+	}
+	writeTwoUsers(ctx, t, pool, name)
+	qs, err := loadQueries("../../queries", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		t.Run(q.Name, func(t *testing.T) {
+			got, err := queryRows(ctx, pool, q.SQL)
+			if err != nil {
+				t.Fatalf("%s: %v", q.Title, err)
+			}
+			if len(got) == 0 {
+				t.Fatalf("%s returned no rows", q.Title)
+			}
+		})
+	}
+}
+
 // TestLoadQueriesRewritesSchema checks the placeholder rewrite without a server.
 func TestLoadQueriesRewritesSchema(t *testing.T) {
 	qs, err := loadQueries("../../queries", "bench_x")
