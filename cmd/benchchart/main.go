@@ -5,7 +5,7 @@
 // text in the repository and regenerating it from the same report gives the
 // same bytes (the test checks the committed chart against its report).
 //
-//	go run ./cmd/benchchart -in bench/results/20261206-194324.json -out docs/images/throughput.svg
+//	go run ./cmd/benchchart -in bench/results/20261206-215513.json -out docs/images/throughput.svg
 package main
 
 import (
