@@ -27,6 +27,7 @@ import (
 
 // bench holds a run's settings and the resources it must clean up.
 type bench struct {
+	keepTmp   bool // -keep-tmp
 	partsMu   sync.Mutex
 	parts     map[string]string // intoPartitions' finds, by schema and file
 	url       string
@@ -211,6 +212,7 @@ func run() int {
 	fs.Float64Var(&b.sus.rate, "sustained-rate", 0, "sustained part: loadgen items per second (0: as fast as the exporter's backpressure lets it)")
 	fs.BoolVar(&b.sus.noCapture, "sustained-no-ai-capture", false, "sustained part: drop the AI spend capture trigger (schema 5 on) of spans_rows before the collector starts, to measure what it costs ingest (the AI spend queries then read the raw calls)")
 	fs.BoolVar(&b.sus.prices, "sustained-prices", true, "sustained part: give the exporter a price file (pricing: {file: ...}) of the loadgen's models at its list prices, so the token cost query is measured priced; false leaves the price catalog empty")
+	fs.BoolVar(&b.keepTmp, "keep-tmp", false, "keep the bench's temporary directory (each collector run's config and log, with its per-write debug lines) and print its path")
 	fs.BoolVar(&b.sus.keep, "sustained-keep", false, "sustained part: keep its database (and its own server, running) afterwards, to study the grown tables; both are logged")
 	var susServer string
 	fs.StringVar(&susServer, "sustained-server", "own", "sustained part: own (a server the bench starts with initdb, settings of a production server for the load, in the report) or db (the -db server as it is)")
@@ -435,7 +437,9 @@ func (b *bench) close() {
 	b.dropSchemas()
 	b.dropDatabases()
 	b.pool.Close()
-	if b.tmp != "" {
+	if b.tmp != "" && b.keepTmp {
+		b.logf("kept the temporary directory %s (-keep-tmp)", b.tmp)
+	} else if b.tmp != "" {
 		_ = os.RemoveAll(b.tmp)
 	}
 }

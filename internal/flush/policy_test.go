@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/postgrescopy/postgrescopy/internal/coord"
 	"github.com/postgrescopy/postgrescopy/internal/entry"
@@ -297,6 +299,35 @@ func TestPreviousFormatIsRead(t *testing.T) {
 	assert.Equal(t, [][]string{{"copy1", "copy2", entry.Format}}, w.written, "written together, as the entries they are")
 	assert.Zero(t, w.kept, "none quarantined")
 	assert.Len(t, s.acked, 3)
+}
+
+// A committed write is said at debug level with its items, its start and
+// length, and each entry's wait in Redis: what shows which flushes a burst
+// ends on.
+func TestCommittedWriteIsLogged(t *testing.T) {
+	f, s := policy(t, 1000, 1<<40, nil, busy)
+	core, logs := observer.New(zapcore.DebugLevel)
+	f.logger = zap.New(core)
+	var entries []coord.Entry
+	for i := range 2 {
+		var b rows.Batch
+		b.AddTraces(oneSpanTraces(int64(i)))
+		data, err := entry.Append(nil, &b, true)
+		require.NoError(t, err)
+		entries = append(entries, coord.Entry{ID: fmt.Sprintf("%d-0", time.Now().UnixMilli()-int64(i)), Key: fmt.Sprint("k", i), Format: entry.Format, Data: data, Items: 3})
+	}
+	before := time.Now()
+	require.NoError(t, f.flush(context.Background(), entries))
+	assert.Len(t, s.acked, 2)
+	got := logs.FilterMessage("entries committed").All()
+	require.Len(t, got, 1)
+	fields := got[0].ContextMap()
+	assert.EqualValues(t, 6, fields["items"])
+	assert.Contains(t, fields, "write_ms")
+	start, ok := fields["write_start"].(time.Time)
+	require.True(t, ok, "write_start is a time: %v", fields["write_start"])
+	assert.False(t, start.Before(before), "the write started after the flush began")
+	assert.Len(t, fields["xadd_to_commit_ms"], 2)
 }
 
 // oneSpanTraces is one span with attribute i.

@@ -55,6 +55,7 @@ func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
 			if err != nil {
 				return err
 			}
+			began := time.Now()
 			err = f.write(ctx, key, todo)
 			leave()
 			if errors.Is(err, pgwrite.ErrAlreadyCommitted) && attempt == 0 {
@@ -65,7 +66,7 @@ func (f *Worker) flush(ctx context.Context, entries []coord.Entry) error {
 			if err != nil {
 				return err
 			}
-			f.logCommitted(todo)
+			f.logCommitted(todo, began)
 		}
 		return f.stream.Ack(ctx, entries)
 	}
@@ -281,18 +282,24 @@ func (f *Worker) reportQuarantined(ctx context.Context, q []pgwrite.Quarantined)
 
 // logCommitted says at debug level how long each entry waited in Redis: from
 // its stream id's time (the XADD, just before the request's acknowledgement
-// or its replicas' confirmation) to now, its commit. The bench reads it.
-func (f *Worker) logCommitted(entries []keyedEntry) {
+// or its replicas' confirmation) to now, its commit; and the write's items,
+// start (once admitted) and length. The bench reads it.
+func (f *Worker) logCommitted(entries []keyedEntry, began time.Time) {
 	ce := f.logger.Check(zap.DebugLevel, "entries committed")
 	if ce == nil {
 		return
 	}
 	now := time.Now()
 	ages := make([]int64, 0, len(entries))
+	items := 0
 	for _, e := range entries {
+		items += e.Items
 		if t, ok := entryTime(e.ID); ok {
 			ages = append(ages, now.Sub(t).Milliseconds())
 		}
 	}
-	ce.Write(zap.String("stream", f.stream.Name()), zap.Int64s("xadd_to_commit_ms", ages))
+	// The write's items, start and length show which flushes a burst ends on.
+	ce.Write(zap.String("stream", f.stream.Name()), zap.Int("items", items),
+		zap.Time("write_start", began), zap.Float64("write_ms", float64(now.Sub(began).Microseconds())/1000),
+		zap.Int64s("xadd_to_commit_ms", ages))
 }
