@@ -117,6 +117,28 @@ func (r *recentAdds) since(t time.Time) ([]addedEntry, bool) {
 	return out, r.cut.Before(t)
 }
 
+// byID returns the entries remembered whose ids are among ids, oldest
+// first, and whether every one of ids is.
+func (r *recentAdds) byID(ids []string) ([]addedEntry, bool) {
+	if r == nil {
+		return nil, false
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []addedEntry
+	for _, e := range r.list[r.head:] {
+		if want[e.id] {
+			out = append(out, e)
+			delete(want, e.id)
+		}
+	}
+	return out, len(want) == 0
+}
+
 // nodeSeen is the server last seen holding a stream, and the stream's epoch
 // then: a new epoch means the stream itself was lost (Runtime.reportLoss), not some
 // of its entries.

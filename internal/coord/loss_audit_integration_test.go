@@ -340,19 +340,12 @@ func TestLossAuditStreamLostEmptyCountsTheAddsSince(t *testing.T) {
 			// The client goes on adding to the stream recreated on the
 			// server back empty; a worker has not written them yet.
 			b.enqueue(after, tc.afterwards)
-			b.clock.advance(FailoverGrace)
-			for range epochTicks {
-				b.check(after)
-			}
-			assert.Equal(t, tc.wantLost, b.rec.all(), "the loss counted:\n%s", b.said())
-			said := b.logs.FilterMessageSnippet("Redis lost the stream").All()
-			require.Len(t, said, 1, "said once:\n%s", b.said())
-			assert.Equal(t, tc.wantLevel, said[0].Level)
+			said := b.decideLost(after, tc.wantLost, tc.wantLevel)
 			if tc.wantLostEntry > 0 {
-				assert.EqualValues(t, tc.wantLostEntry, said[0].ContextMap()["lost_entries"])
-				assert.EqualValues(t, 20*tc.wantLostEntry, said[0].ContextMap()["lost_items"])
+				assert.EqualValues(t, tc.wantLostEntry, said.ContextMap()["lost_entries"])
+				assert.EqualValues(t, 20*tc.wantLostEntry, said.ContextMap()["lost_items"])
 			}
-			assert.NotContains(t, said[0].ContextMap(), "last_seen_entries", "counted, not estimated")
+			assert.NotContains(t, said.ContextMap(), "last_seen_entries", "counted, not estimated")
 			for range epochTicks + 2 {
 				b.check(after)
 			}
@@ -360,6 +353,91 @@ func TestLossAuditStreamLostEmptyCountsTheAddsSince(t *testing.T) {
 			b.check(after)
 			assert.Equal(t, tc.wantLost, b.rec.all(), "decided once:\n%s", b.said())
 			assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost entries in a failover").All())
+		})
+	}
+}
+
+// decideLost runs the checks, on rdb, that decide a stream lost whole, and
+// returns what was said of it: once, at level, counting wantLost.
+func (b *auditBench) decideLost(rdb *redis.Client, wantLost []int64, level zapcore.Level) observer.LoggedEntry {
+	b.t.Helper()
+	b.clock.advance(FailoverGrace)
+	for range epochTicks {
+		b.check(rdb)
+	}
+	assert.Equal(b.t, wantLost, b.rec.all(), "the loss counted:\n%s", b.said())
+	said := b.logs.FilterMessageSnippet("Redis lost the stream").All()
+	require.Len(b.t, said, 1, "said once:\n%s", b.said())
+	assert.Equal(b.t, level, said[0].Level)
+	return said[0]
+}
+
+// read is a worker reading everything in the stream rdb holds, not yet
+// written: the entries stay pending, delivered to it.
+func (b *auditBench) read(rdb *redis.Client) []Entry {
+	es, err := b.on(rdb).ReadNew(context.Background(), 1000, time.Millisecond)
+	require.NoError(b.t, err)
+	return es
+}
+
+// A stream lost whole that, when last read, held only entries this
+// collector added and a worker had read (being written, as under load) is
+// counted exactly too: those of them and of the adds since that are not in
+// PostgreSQL. One the stream held undelivered, or one this collector did not
+// add, leaves the backlog last seen as the estimate.
+func TestLossAuditStreamLostHeldByWorkersIsCounted(t *testing.T) {
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	for _, tc := range []struct {
+		name          string
+		held          int  // entries read by a worker at the last read
+		heldWritten   int  // of them, written before the loss was decided
+		undelivered   int  // entries in the stream at the last read, not read
+		foreign       bool // one held entry was added by another collector
+		unwritten     int  // entries added after the last read, not written
+		wantLost      []int64
+		wantLevel     zapcore.Level
+		wantEstimated bool
+	}{
+		{name: "held, all written", held: 4, heldWritten: 4, wantLost: nil, wantLevel: zapcore.WarnLevel},
+		{name: "held, some not written", held: 4, heldWritten: 1, unwritten: 2, wantLost: []int64{5}, wantLevel: zapcore.ErrorLevel},
+		{name: "an entry undelivered", held: 4, heldWritten: 4, undelivered: 1, wantLost: []int64{5}, wantLevel: zapcore.ErrorLevel, wantEstimated: true},
+		{name: "another collector's entry held", held: 4, heldWritten: 4, foreign: true, wantLost: []int64{5}, wantLevel: zapcore.ErrorLevel, wantEstimated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, after := throwawayRedis(t, volatile...), throwawayRedis(t, volatile...)
+			b := newAuditBench(t, before)
+			b.enqueue(before, 3)
+			b.write(before)
+			b.check(before)
+			keys := b.enqueue(before, tc.held)
+			if tc.foreign {
+				// Added by another collector: not among this one's adds.
+				_, err := b.on(before).AddEntry(context.Background(), "other-collector", "test", []byte("payload"), 20)
+				require.NoError(t, err)
+			}
+			held := b.read(before)
+			require.Len(t, held, len(keys)+map[bool]int{true: 1}[tc.foreign])
+			b.enqueue(before, tc.undelivered)
+			b.check(before)
+			b.enqueue(before, tc.unwritten)
+
+			b.check(after)
+			// The worker commits some of what it held; its acknowledgement
+			// fails on the server back empty, so they stay lost there.
+			for _, key := range keys[:tc.heldWritten] {
+				b.ledger.commit(key)
+			}
+			said := b.decideLost(after, tc.wantLost, tc.wantLevel)
+			if tc.wantEstimated {
+				assert.EqualValues(t, tc.wantLost[0], said.ContextMap()["last_seen_entries"], "estimated from the backlog")
+			} else {
+				assert.NotContains(t, said.ContextMap(), "last_seen_entries", "counted, not estimated")
+				assert.EqualValues(t, tc.held, said.ContextMap()["held_when_last_read"])
+			}
+			if tc.wantLevel == zapcore.ErrorLevel && !tc.wantEstimated {
+				assert.EqualValues(t, tc.wantLost[0], said.ContextMap()["lost_entries"])
+				assert.EqualValues(t, 20*tc.wantLost[0], said.ContextMap()["lost_items"])
+			}
 		})
 	}
 }
@@ -377,15 +455,9 @@ func TestLossAuditStreamLostEmptyWithoutTheAddsIsEstimated(t *testing.T) {
 	b.rs.recent[b.keys.Stream].forget(b.clock.now())
 	b.clock.advance(time.Millisecond)
 	b.check(after)
-	b.clock.advance(FailoverGrace)
-	for range epochTicks {
-		b.check(after)
-	}
-	assert.Equal(t, []int64{0}, b.rec.all(), "the backlog last seen, as an estimate:\n%s", b.said())
-	said := b.logs.FilterMessageSnippet("Redis lost the stream").All()
-	require.Len(t, said, 1)
-	assert.Equal(t, zapcore.ErrorLevel, said[0].Level)
-	assert.EqualValues(t, 0, said[0].ContextMap()["last_seen_entries"])
+	// The backlog last seen, as an estimate.
+	said := b.decideLost(after, []int64{0}, zapcore.ErrorLevel)
+	assert.EqualValues(t, 0, said.ContextMap()["last_seen_entries"])
 }
 
 // runID is the run id of the server rdb reaches.

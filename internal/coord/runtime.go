@@ -331,9 +331,10 @@ func (rs *Runtime) ensure(ctx context.Context, s *Stream) error {
 
 // lost records that the epoch known, read before st, is gone, and reports
 // the loss unless ch.counted says that the entry count reported it exactly.
-// With nothing in the stream when last read, what was lost is exactly the
-// entries this collector added since and did not write (lostSince); else the
-// backlog last seen is the estimate.
+// When every entry the stream held at the last read is known (none, or all
+// delivered to workers and added by this collector), what was lost is
+// exactly those and the entries this collector added since, less what is
+// in PostgreSQL (lostSince); else the backlog last seen is the estimate.
 func (rs *Runtime) lost(ctx context.Context, sig string, s *Stream, known string, st Stats, ch *epochChange) {
 	stream := s.Name()
 	rs.mu.Lock()
@@ -346,27 +347,37 @@ func (rs *Runtime) lost(ctx context.Context, sig string, s *Stream, known string
 	if ch.counted {
 		return
 	}
-	if ch.last.Entries == 0 {
-		if lost, ok := rs.lostSince(ctx, s, ch.lastAt); ok {
-			rs.reportLostSince(ctx, sig, stream, ch.lastAt, lost)
+	if ch.last.Held() {
+		if lost, ok := rs.lostSince(ctx, s, ch.lastAt, ch.last.PendingIDs); ok {
+			rs.reportLostSince(ctx, sig, stream, ch.lastAt, ch.last.Entries, lost)
 			return
 		}
 	}
 	rs.reportLoss(ctx, sig, stream, ch.last)
 }
 
-// lostSince returns the entries this collector added to s at or after t
-// that are neither in the stream now (added since it was recreated) nor in
-// the ledger: with the stream lost whole and empty at t, those are exactly
-// what it lost of this collector's. ok is false when the entries remembered
-// do not reach back to t, or the stream or the ledger could not be read.
-func (rs *Runtime) lostSince(ctx context.Context, s *Stream, t time.Time) ([]addedEntry, bool) {
+// lostSince returns the entries this collector added to s at or after t,
+// and those of held (the ids the stream held when read at t), that are
+// neither in the stream now (added since it was recreated) nor in the
+// ledger: with the stream lost whole and holding only held at t, those are
+// exactly what it lost of this collector's. ok is false when the entries
+// remembered do not reach back to t or do not include every one of held
+// (another collector's, or one added before the window), or the stream or
+// the ledger could not be read.
+func (rs *Runtime) lostSince(ctx context.Context, s *Stream, t time.Time, held []string) ([]addedEntry, bool) {
 	if t.IsZero() {
 		return nil, false
 	}
 	added, whole := rs.recent[s.Name()].since(t)
 	if !whole {
 		return nil, false
+	}
+	if len(held) > 0 {
+		before, all := rs.recent[s.Name()].byID(held)
+		if !all {
+			return nil, false
+		}
+		added = mergeSuspects(before, added)
 	}
 	return rs.missing(ctx, s, added)
 }
@@ -393,24 +404,25 @@ func (rs *Runtime) reportLoss(ctx context.Context, sig, stream string, last Stat
 		zap.Int64("last_seen_entries", last.Entries), zap.Int64("last_seen_bytes", last.Bytes))
 }
 
-// reportLostSince reports a stream lost whole that was empty when last read
-// at t: lost are the entries this collector added since and did not write.
-// None lost is said once, as a warning, and counts no loss.
-func (rs *Runtime) reportLostSince(ctx context.Context, sig, stream string, t time.Time, lost []addedEntry) {
+// reportLostSince reports a stream lost whole that, when last read at t,
+// held only held entries this collector had added (none: it was empty):
+// lost are those and the entries it added since, not written. None lost is
+// said once, as a warning, and counts no loss.
+func (rs *Runtime) reportLostSince(ctx context.Context, sig, stream string, t time.Time, held int64, lost []addedEntry) {
 	fields := []zap.Field{zap.String("redis", rs.addr), zap.String("signal", sig), zap.String("stream", stream),
-		zap.Time("empty_at", t)}
+		zap.Time("last_read_at", t), zap.Int64("held_when_last_read", held)}
 	if len(lost) == 0 {
 		rs.logger.Warn("Redis lost the stream and its consumer group (a restart without persistence, a failover to an empty replica, or deleted keys); "+
-			"it was empty when last read and every entry this collector added since is in PostgreSQL: nothing acknowledged was lost. "+
-			"The stream and group are recreated. Turn on Redis persistence (appendonly yes) to keep a backlog through a restart",
+			"when last read it held only entries this collector had added (or none), and every one of them and of those it added since is in PostgreSQL: "+
+			"nothing acknowledged was lost. The stream and group are recreated. Turn on Redis persistence (appendonly yes) to keep a backlog through a restart",
 			fields...)
 		return
 	}
 	rs.rec.Lost(ctx, sig, int64(len(lost)))
 	rs.logger.Error("Redis lost the stream and its consumer group (a restart without persistence, a failover to an empty replica, or deleted keys): "+
-		"it was empty when last read, and entries this collector added since are neither in it nor in PostgreSQL; "+
-		"the requests were acknowledged to clients and are lost. The stream and group are recreated and new requests are written. "+
-		"Turn on Redis persistence (appendonly yes) to keep them",
+		"when last read it held only entries this collector had added (or none), and of those and of the entries it added since, "+
+		"these are neither in it nor in PostgreSQL; the requests were acknowledged to clients and are lost. "+
+		"The stream and group are recreated and new requests are written. Turn on Redis persistence (appendonly yes) to keep them",
 		append(fields, lostFields(lost)...)...)
 }
 

@@ -587,6 +587,21 @@ type Stats struct {
 	// exist: nothing reads the entries until Ensure recreates it.
 	GroupMissing bool
 	Epoch        string // the epoch marker; empty when missing
+	// PendingIDs are the pending entries' ids when there are at most
+	// pendingIDsRead of them (else nil): with as many as Entries, every
+	// entry the stream held was delivered to a worker, and which ones is
+	// known (Runtime.lostSince).
+	PendingIDs []string
+}
+
+// pendingIDsRead bounds the pending ids a stats read returns: the entries
+// the workers hold at once at most, in a stream that keeps up.
+const pendingIDsRead = 256
+
+// Held says whether st names every entry the stream held (none, or all
+// delivered to workers and listed in PendingIDs).
+func (st Stats) Held() bool {
+	return st.Entries == 0 || (st.Pending <= pendingIDsRead && int64(len(st.PendingIDs)) == st.Entries)
 }
 
 // Stats reads the backlog. A missing group does not fail it: the entries and
@@ -596,6 +611,7 @@ func (s *Stream) Stats(ctx context.Context) (Stats, error) {
 	pipe := s.rdb.Pipeline()
 	xlen := pipe.XLen(ctx, s.keys.Stream)
 	pend := pipe.XPending(ctx, s.keys.Stream, s.keys.Group)
+	ids := pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.keys.Stream, Group: s.keys.Group, Start: "-", End: "+", Count: pendingIDsRead})
 	bytes := pipe.Get(ctx, s.keys.Bytes)
 	epoch := pipe.Get(ctx, s.keys.Epoch)
 	// Exec's error is the first command's; each is checked below, unless
@@ -616,6 +632,17 @@ func (s *Stream) Stats(ctx context.Context) (Stats, error) {
 		st.GroupMissing = true
 	default:
 		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	}
+	if !st.GroupMissing && st.Pending > 0 && st.Pending <= pendingIDsRead {
+		// Read after XLEN in the same pipeline: an entry added in between
+		// is not among them, and was added after the read began.
+		pending, err := ids.Result()
+		if err != nil {
+			return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+		}
+		for _, p := range pending {
+			st.PendingIDs = append(st.PendingIDs, p.ID)
+		}
 	}
 	if st.Bytes, err = bytes.Int64(); err != nil && !IsNil(err) {
 		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
