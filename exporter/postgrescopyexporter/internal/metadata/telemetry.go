@@ -67,7 +67,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 	tb.PostgrescopyRedisDataLoss = counter("otelcol_postgrescopy_redis_data_loss",
 		"Times Redis was found to have lost a signal's stream (its epoch marker vanished or changed, a restart without persistence, deleted keys), entries that left a stream unwritten (its entry count above its length, as when the stream is deleted or evicted or entries are trimmed) or, after a failover, entries this collector had added and not yet written, by signal.", "{event}")
 	tb.PostgrescopyRedisLostEntries = counter("otelcol_postgrescopy_redis_lost_entries",
-		"Requests lost in Redis, by signal; for a stream lost with its entry count (every key gone), the entries it held when last seen (an estimate); for entries that left a stream unwritten, the entry count above the stream's length (exact); for a failover, the entries this collector had added that the new primary lacks and PostgreSQL does not hold (exact).", "{entry}")
+		"Requests lost in Redis, by signal; for a stream lost with its entry count (every key gone), exact when it was empty or held only entries this collector added and its workers had read when last seen (those and the entries added since that PostgreSQL does not hold), else the entries it held when last seen (an estimate); for entries that left a stream unwritten, the entry count above the stream's length (exact); for a failover, the entries this collector had added that the new primary lacks and PostgreSQL does not hold (exact).", "{entry}")
 	tb.PostgrescopyCopyDuration, err = m.Float64Histogram("otelcol_postgrescopy_write_duration",
 		metric.WithDescription("Duration of one batch's transaction (every COPY and the commit), by outcome."),
 		metric.WithUnit("s"),
