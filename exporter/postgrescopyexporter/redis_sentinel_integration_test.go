@@ -91,6 +91,21 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 	sentinels := startSentinels(t, primary, 1, 3, sentinelPassword)
 	cfg, schemaName := sentinelConfig(t, primary, sentinels, sentinelPassword, minReplicas)
 	te, tel, logs := startObservedTraces(t, cfg)
+	// A failure of this chaos test is timing: what the exporter said, and
+	// when, next to the test's own steps (logged with their times).
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, e := range logs.All() {
+			if e.Level < zapcore.InfoLevel && !strings.Contains(e.Message, "sentinel") {
+				continue
+			}
+			f := e.ContextMap()
+			delete(f, "redis")
+			t.Logf("%s %s %.100s %v", e.Time.Format("15:04:05.000"), e.Level, e.Message, f)
+		}
+	})
 	said := logs.FilterMessageSnippet("Redis persistence").All()
 	require.Len(t, said, 1)
 	t.Logf("start-up: %s %v", said[0].Message, said[0].ContextMap())
@@ -119,6 +134,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 		primary.Kill()
 	}
 	killed := time.Now()
+	t.Logf("%s primary %s killed", killed.Format("15:04:05.000"), primary.Addr())
 	// Every sentinel names the promoted replica before the old primary is
 	// back: a sentinel still naming the old address (late on the new
 	// configuration, as a loaded machine makes it) would name the old
@@ -135,6 +151,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 	t.Logf("sentinels promoted %s %s after the kill", replica.Addr(), time.Since(killed).Round(100*time.Millisecond))
 	// Back empty; the sentinels turn it into a replica of the new primary.
 	redistest.Restart(t, primary)
+	t.Logf("%s old primary %s back, empty", time.Now().Format("15:04:05.000"), primary.Addr())
 	newPrimary := redistest.Client(t, replica)
 	replicated := func() bool {
 		info, err := newPrimary.Info(context.Background(), "replication").Result()
@@ -151,7 +168,7 @@ func sentinelFailover(t *testing.T, minReplicas int, partition time.Duration) (c
 		time.Sleep(100 * time.Millisecond)
 	}
 	if !replicated() {
-		t.Logf("the sentinels did not make the old primary a replica within 60s: REPLICAOF %s by hand", replica.Addr())
+		t.Logf("%s the sentinels did not make the old primary a replica within 60s: REPLICAOF %s by hand", time.Now().Format("15:04:05.000"), replica.Addr())
 		require.NoError(t, redistest.Client(t, primary).Do(context.Background(), "REPLICAOF", "127.0.0.1", strconv.Itoa(replica.Port)).Err())
 	}
 	require.Eventually(t, replicated, 60*time.Second, 100*time.Millisecond, "the old primary does not become a replica of the new one")

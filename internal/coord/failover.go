@@ -157,7 +157,9 @@ type failoverSuspects struct {
 // entries this collector added lately; those still neither in the stream nor
 // in the ledger FailoverGrace later are reported lost. wholesale says
 // that the stream itself was lost (reportLoss said so): nothing to look up.
-func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, wholesale bool) {
+// node is the server the check read, when known (Sentinel mode); else it is
+// asked.
+func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, node string, wholesale bool) {
 	stream := s.Keys().Stream
 	rs.mu.Lock()
 	seen, sus, epoch, away := rs.nodes[stream], rs.suspects[stream], rs.epochs[stream], rs.away[stream]
@@ -170,7 +172,10 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, who
 			rs.decideSuspects(ctx, sig, s, sus)
 		}
 	}
-	node, err := s.Node(ctx)
+	var err error
+	if node == "" {
+		node, err = s.Node(ctx)
+	}
 	// away: another server answered while the sentinels named this one;
 	// what it acknowledged is looked up too.
 	if err != nil || (node == known && !wholesale && !away) {
@@ -267,8 +272,9 @@ const (
 // ends it (the audit then looks up the adds since, from the server that
 // lacked it); a change that lasts is reported as the stream lost whole, with
 // the backlog last seen with the known epoch unless counted (the entry count
-// reported it exactly).
-func (rs *Runtime) settleEpoch(ctx context.Context, sig string, s *Stream, known string, st Stats, counted bool) epochState {
+// reported it exactly). node is the server st was read from, when known
+// (Sentinel mode).
+func (rs *Runtime) settleEpoch(ctx context.Context, sig string, s *Stream, node, known string, st Stats, counted bool) epochState {
 	stream := s.Name()
 	rs.mu.Lock()
 	ch := rs.unsettled[stream]
@@ -299,7 +305,11 @@ func (rs *Runtime) settleEpoch(ctx context.Context, sig string, s *Stream, known
 	sus := rs.suspects[stream]
 	rs.mu.Unlock()
 	if !due {
-		if node, err := s.Node(ctx); err == nil {
+		var err error
+		if node == "" {
+			node, err = s.Node(ctx)
+		}
+		if err == nil {
 			rs.mu.Lock()
 			ch.node = node
 			rs.mu.Unlock()

@@ -594,3 +594,60 @@ func TestLossAuditSentinelRefusingMasterAuditsAsWithout(t *testing.T) {
 	assert.Equal(t, []int64{4}, b.rec.all(), "the stream lost, reported as without sentinels:\n%s", b.said())
 	assert.Len(t, b.logs.FilterMessageSnippet("refuse SENTINEL MASTER").All(), 1, b.said())
 }
+
+// singleTo sends a client's single commands to another client, and leaves
+// its pipelines to its own connections: a pool holding connections to two
+// servers, as a Sentinel client's may in a failover, with a check's commands
+// landing on both.
+type singleTo struct{ other *redis.Client }
+
+func (h singleTo) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h singleTo) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h.other.Process(ctx, cmd) }
+}
+
+func (h singleTo) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestLossAuditIgnoresReadsOfAnotherServer: in Sentinel mode a check whose
+// server is the primary the sentinels name, but whose reads another
+// connection of the pool answers from another server (the old primary back
+// empty), decides nothing from them: the stream is not lost for lacking
+// there, however long that lasts.
+func TestLossAuditIgnoresReadsOfAnotherServer(t *testing.T) {
+	const master = "audit"
+	volatile := []string{"--save", "", "--appendonly", "no"}
+	ps := redistest.Start(t, "", volatile...)
+	primary := redistest.Client(t, ps)
+	empty := throwawayRedis(t, volatile...)
+	addrs := redistest.StartSentinels(t, ps, 3, redisserver.SentinelOptions{Master: master})
+	b := newAuditBench(t, primary)
+	scs := b.watchSentinels(master, addrs)
+	namedBy(t, scs, master, primary)
+	b.enqueue(primary, 3)
+	b.check(primary)
+	b.check(primary)
+
+	split := redis.NewClient(empty.Options())
+	t.Cleanup(func() { _ = split.Close() })
+	split.AddHook(singleTo{other: primary})
+	for range 3 * epochTicks {
+		b.check(split)
+	}
+	b.clock.advance(3 * FailoverGrace)
+	for range 3 * epochTicks {
+		b.check(split)
+	}
+	assert.Empty(t, b.rec.all(), "a loss decided from another server's answers:\n%s", b.said())
+	assert.Empty(t, b.logs.FilterMessageSnippet("Redis lost the stream").All(), b.said())
+
+	b.check(primary)
+	b.clock.advance(FailoverGrace)
+	for range epochTicks + 2 {
+		b.check(primary)
+	}
+	assert.Empty(t, b.rec.all(), "nothing was lost:\n%s", b.said())
+	assert.Empty(t, b.errors(), b.said())
+}

@@ -502,30 +502,43 @@ func (rs *Runtime) checkShard(ctx context.Context, sig string, s *Stream) error 
 	// server reached is not the primary the sentinels name: what it holds
 	// says nothing about what was lost. The audit then looks up the adds
 	// remembered, whichever server it settles on.
+	var node string
 	if len(rs.sentinels) > 0 {
-		node, err := s.Node(ctx)
-		if err != nil {
+		var err error
+		if node, err = s.Node(ctx); err != nil {
 			return err
 		}
 		if !rs.reachesNamedPrimary(stream, node) {
-			rs.mu.Lock()
-			if seen := rs.nodes[stream]; seen.runID != "" && seen.runID != node {
-				rs.away[stream] = true
-			}
-			rs.mu.Unlock()
+			rs.markAway(stream, node)
 			return nil
 		}
 	}
 	// The count first: entries that vanished since the last audit, exactly
 	// (-1: no count, it starts now).
 	at := rs.now()
-	vanished, err := s.Audit(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := s.Stats(ctx)
-	if err != nil {
-		return err
+	var vanished int64
+	var st Stats
+	var err error
+	if node != "" {
+		// Read on one connection with the run id of the server that
+		// answered: another connection of the pool may reach another server.
+		var answered string
+		if answered, vanished, st, err = s.AuditStats(ctx); err != nil {
+			return err
+		}
+		if answered != node {
+			rs.logger.Debug("a check's reads were answered by another server than the primary the sentinels name; ignored",
+				zap.String("stream", stream), zap.String("named_run_id", node), zap.String("answered_run_id", answered))
+			rs.markAway(stream, answered)
+			return nil
+		}
+	} else {
+		if vanished, err = s.Audit(ctx); err != nil {
+			return err
+		}
+		if st, err = s.Stats(ctx); err != nil {
+			return err
+		}
 	}
 	if vanished > 0 {
 		rs.reportVanished(ctx, sig, stream, vanished)
@@ -533,11 +546,11 @@ func (rs *Runtime) checkShard(ctx context.Context, sig string, s *Stream) error 
 	// A changed or vanished epoch is decided only once it lasted
 	// (settleEpoch); meanwhile the failover audit waits, its adds and
 	// suspects kept.
-	switch rs.settleEpoch(ctx, sig, s, known, st, vanished > 0) {
+	switch rs.settleEpoch(ctx, sig, s, node, known, st, vanished > 0) {
 	case epochLost:
-		rs.auditFailover(ctx, sig, s, true)
+		rs.auditFailover(ctx, sig, s, node, true)
 	case epochSteady:
-		rs.auditFailover(ctx, sig, s, vanished > 0)
+		rs.auditFailover(ctx, sig, s, node, vanished > 0)
 	}
 	rs.mu.Lock()
 	rs.stats[stream] = shardStats{sig: sig, Stats: st, at: at}
@@ -549,6 +562,17 @@ func (rs *Runtime) checkShard(ctx context.Context, sig string, s *Stream) error 
 		}
 	}
 	return nil
+}
+
+// markAway notes that node, a server other than the one last seen holding
+// stream, answered: what the client acknowledged meanwhile is looked up once
+// the check settles on a server again.
+func (rs *Runtime) markAway(stream, node string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if seen := rs.nodes[stream]; seen.runID != "" && seen.runID != node {
+		rs.away[stream] = true
+	}
 }
 
 // shardOf picks the shard of a request from its key: random keys spread

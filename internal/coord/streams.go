@@ -607,50 +607,89 @@ func (st Stats) Held() bool {
 // Stats reads the backlog. A missing group does not fail it: the entries and
 // bytes counted are the truth while nothing can read them.
 func (s *Stream) Stats(ctx context.Context) (Stats, error) {
-	var st Stats
 	pipe := s.rdb.Pipeline()
-	xlen := pipe.XLen(ctx, s.keys.Stream)
-	pend := pipe.XPending(ctx, s.keys.Stream, s.keys.Group)
-	ids := pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.keys.Stream, Group: s.keys.Group, Start: "-", End: "+", Count: pendingIDsRead})
-	bytes := pipe.Get(ctx, s.keys.Bytes)
-	epoch := pipe.Get(ctx, s.keys.Epoch)
+	read := s.queueStats(ctx, pipe)
 	// Exec's error is the first command's; each is checked below, unless
 	// none got an answer.
 	cmds, err := pipe.Exec(ctx)
 	if err := pipelineFailed(err, cmds); err != nil {
 		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 	}
-	if st.Entries, err = xlen.Result(); err != nil {
-		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	return read()
+}
+
+// AuditStats is Audit then Stats in one round trip, on one connection,
+// with the run id of the server that answered them: in Sentinel mode the
+// client's pool may hold a connection to another server than the one a
+// check identified (the old primary back, empty), and what that server
+// holds must not be read as the stream's. Not for a cluster client, which
+// sends the keyless INFO to any node.
+func (s *Stream) AuditStats(ctx context.Context) (node string, vanished int64, st Stats, err error) {
+	pipe := s.rdb.Pipeline()
+	info := pipe.Info(ctx, "server")
+	audit := auditScript.Eval(ctx, pipe, []string{s.keys.Stream, s.keys.Count})
+	read := s.queueStats(ctx, pipe)
+	cmds, err := pipe.Exec(ctx)
+	if err := pipelineFailed(err, cmds); err != nil {
+		return "", 0, Stats{}, fmt.Errorf("audit and stats of %s: %w", s.keys.Stream, err)
 	}
-	switch p, err := pend.Result(); {
-	case err == nil && p != nil:
-		st.Pending = p.Count
-	case err == nil:
-		return Stats{}, fmt.Errorf("stats of %s: XPENDING gave no answer", s.keys.Stream)
-	case IsNoGroup(err):
-		st.GroupMissing = true
-	default:
-		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+	text, err := info.Result()
+	if err != nil {
+		return "", 0, Stats{}, fmt.Errorf("info server of the node of %s: %w", s.keys.Stream, err)
 	}
-	if !st.GroupMissing && st.Pending > 0 && st.Pending <= pendingIDsRead {
-		// Read after XLEN in the same pipeline: an entry added in between
-		// is not among them, and was added after the read began.
-		pending, err := ids.Result()
-		if err != nil {
+	if node = infoFields(text)["run_id"]; node == "" {
+		return "", 0, Stats{}, fmt.Errorf("info server of the node of %s: no run_id", s.keys.Stream)
+	}
+	if vanished, err = audit.Int64(); err != nil {
+		return "", 0, Stats{}, fmt.Errorf("audit of %s: %w", s.keys.Stream, err)
+	}
+	st, err = read()
+	return node, vanished, st, err
+}
+
+// queueStats queues the commands of Stats on pipe and returns what reads
+// their answers once it ran.
+func (s *Stream) queueStats(ctx context.Context, pipe redis.Pipeliner) func() (Stats, error) {
+	xlen := pipe.XLen(ctx, s.keys.Stream)
+	pend := pipe.XPending(ctx, s.keys.Stream, s.keys.Group)
+	ids := pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.keys.Stream, Group: s.keys.Group, Start: "-", End: "+", Count: pendingIDsRead})
+	bytes := pipe.Get(ctx, s.keys.Bytes)
+	epoch := pipe.Get(ctx, s.keys.Epoch)
+	return func() (Stats, error) {
+		var st Stats
+		var err error
+		if st.Entries, err = xlen.Result(); err != nil {
 			return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 		}
-		for _, p := range pending {
-			st.PendingIDs = append(st.PendingIDs, p.ID)
+		switch p, err := pend.Result(); {
+		case err == nil && p != nil:
+			st.Pending = p.Count
+		case err == nil:
+			return Stats{}, fmt.Errorf("stats of %s: XPENDING gave no answer", s.keys.Stream)
+		case IsNoGroup(err):
+			st.GroupMissing = true
+		default:
+			return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
 		}
+		if !st.GroupMissing && st.Pending > 0 && st.Pending <= pendingIDsRead {
+			// Read after XLEN in the same pipeline: an entry added in
+			// between is not among them, and was added after the read began.
+			pending, err := ids.Result()
+			if err != nil {
+				return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+			}
+			for _, p := range pending {
+				st.PendingIDs = append(st.PendingIDs, p.ID)
+			}
+		}
+		if st.Bytes, err = bytes.Int64(); err != nil && !IsNil(err) {
+			return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+		}
+		if st.Epoch, err = epoch.Result(); err != nil && !IsNil(err) {
+			return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
+		}
+		return st, nil
 	}
-	if st.Bytes, err = bytes.Int64(); err != nil && !IsNil(err) {
-		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
-	}
-	if st.Epoch, err = epoch.Result(); err != nil && !IsNil(err) {
-		return Stats{}, fmt.Errorf("stats of %s: %w", s.keys.Stream, err)
-	}
-	return st, nil
 }
 
 // Node identifies the Redis server that holds the stream (its run_id): the
