@@ -39,6 +39,9 @@ type Client struct {
 	// sentinelOpts are each sentinel's client options, as the failover
 	// client's own (Sentinel mode only).
 	sentinelOpts []*redis.Options
+	// guard checks the failover client's new connections (Sentinel mode
+	// only).
+	guard *namedPrimaryGuard
 }
 
 // NewClient builds the client of o. Every mode gets the same deadlines
@@ -67,7 +70,6 @@ func NewClient(o Options, poolSize int) (*Client, error) {
 		cl.user, cl.secrets = so.Username, []string{so.Password, so.SentinelPassword}
 		cl.masterName, cl.sentinels = so.MasterName, strings.Join(so.SentinelAddrs, ",")
 		cl.where = fmt.Sprintf("redis::sentinel master %q (sentinels %s)", so.MasterName, cl.sentinels)
-		cl.rdb = redis.NewFailoverClient(&so)
 		for _, addr := range so.SentinelAddrs {
 			cl.sentinelOpts = append(cl.sentinelOpts, &redis.Options{
 				Addr: addr, ClientName: so.ClientName, Dialer: so.Dialer,
@@ -79,6 +81,17 @@ func NewClient(o Options, poolSize int) (*Client, error) {
 				MaxRetries: -1, PoolSize: 1,
 			})
 		}
+		cl.guard = &namedPrimaryGuard{master: so.MasterName, sentinels: newSentinelClients(cl)}
+		own := so.OnConnect
+		so.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+			if own != nil {
+				if err := own(ctx, cn); err != nil {
+					return err
+				}
+			}
+			return cl.guard.onConnect(ctx, cn)
+		}
+		cl.rdb = redis.NewFailoverClient(&so)
 	case o.Cluster != nil:
 		co := *o.Cluster
 		timeouts(&co.ReadTimeout, &co.WriteTimeout, &co.PoolSize, &co.ContextTimeoutEnabled)
@@ -104,7 +117,12 @@ func NewClient(o Options, poolSize int) (*Client, error) {
 func (cl *Client) Where() string { return cl.where }
 
 // Close closes the client's connections.
-func (cl *Client) Close() error { return cl.rdb.Close() }
+func (cl *Client) Close() error {
+	if cl.guard != nil {
+		cl.guard.close()
+	}
+	return cl.rdb.Close()
+}
 
 // explain names a Redis error for what it is and says what fixes it, for
 // clients' statuses and the logs; mem, when known, is the memory settings

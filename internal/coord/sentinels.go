@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -56,10 +58,35 @@ func (rs *Runtime) readSentinels(ctx context.Context) {
 	if len(rs.sentinels) == 0 {
 		return
 	}
+	v := askSentinels(ctx, rs.sentinels, rs.cl.masterName)
+	rs.mu.Lock()
+	rs.sentinelView = v
+	rs.mu.Unlock()
+}
+
+// askSentinels asks every sentinel of scs which primary it names for
+// master, and keeps the one a majority name.
+func askSentinels(ctx context.Context, scs []*redis.SentinelClient, master string) sentinelView {
+	// All at once: a sentinel out of reach costs its timeout once, not
+	// once per sentinel.
+	type answer struct {
+		m   map[string]string
+		err error
+	}
+	answers := make([]answer, len(scs))
+	var wg sync.WaitGroup
+	for i, sc := range scs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i].m, answers[i].err = sc.Master(ctx, master).Result()
+		}()
+	}
+	wg.Wait()
 	votes := map[string]int{}
 	answered, refused, replied := 0, 0, 0
-	for _, sc := range rs.sentinels {
-		m, err := sc.Master(ctx, rs.cl.masterName).Result()
+	for _, a := range answers {
+		m, err := a.m, a.err
 		if err != nil {
 			if IsReply(err) {
 				replied++
@@ -79,13 +106,57 @@ func (rs *Runtime) readSentinels(ctx context.Context) {
 	}
 	v := sentinelView{answered: answered, refused: replied > 0 && refused == replied}
 	for id, n := range votes {
-		if n > len(rs.sentinels)/2 {
+		if n > len(scs)/2 {
 			v.named = id
 		}
 	}
-	rs.mu.Lock()
-	rs.sentinelView = v
-	rs.mu.Unlock()
+	return v
+}
+
+// namedPrimaryGuard refuses a new connection of the Sentinel client to a
+// server that is not the primary a majority of the sentinels name: a
+// request acknowledged there (the old primary back empty, while they name
+// the promoted replica) would be wiped when it is made a replica. The
+// client then dials again, through the sentinels. It accepts whenever the
+// sentinels do not positively agree on another server (a failover in
+// progress, sentinels out of reach or refusing SENTINEL MASTER), and the
+// sentinels' own connections, which go-redis opens with the same hook.
+type namedPrimaryGuard struct {
+	master    string
+	sentinels []*redis.SentinelClient
+}
+
+func (g *namedPrimaryGuard) onConnect(ctx context.Context, cn *redis.Conn) error {
+	info, err := cn.Info(ctx, "server").Result()
+	if err != nil {
+		// Not readable (an ACL without INFO): the maintenance checks, which
+		// need it, say so.
+		return nil
+	}
+	fields := infoFields(info)
+	if fields["redis_mode"] == "sentinel" || fields["run_id"] == "" {
+		return nil
+	}
+	// A request waits on this: sentinels out of reach accept the
+	// connection after a second rather than hold it.
+	ask, cancel := context.WithTimeout(ctx, guardWait)
+	defer cancel()
+	v := askSentinels(ask, g.sentinels, g.master)
+	if v.refused || v.named == "" || v.named == fields["run_id"] {
+		return nil
+	}
+	detail := fmt.Errorf("%w (a new connection reached run id %s, a majority of the sentinels name %s)", ErrNotNamedPrimary, fields["run_id"], v.named)
+	// go-redis hands the caller a connection's init error unwrapped once.
+	return fmt.Errorf("connection refused: %w", detail)
+}
+
+// guardWait bounds how long a new connection waits for the sentinels.
+const guardWait = time.Second
+
+func (g *namedPrimaryGuard) close() {
+	for _, sc := range g.sentinels {
+		_ = sc.Close()
+	}
 }
 
 // reachesNamedPrimary says whether node, the run id of the server a shard
