@@ -52,9 +52,12 @@ func testRedis(t *testing.T) (*redis.Client, string) {
 	_, _ = rand.Read(b[:])
 	prefix := "pgct-" + hex.EncodeToString(b[:])
 	t.Cleanup(func() {
-		for _, sig := range signalNames {
-			k := coord.KeysFor(prefix, sig)
-			rdb.Del(context.Background(), k.Stream, k.Bytes, k.Count, k.Epoch)
+		// Every key of the prefix: each signal's shards and the shards'
+		// registry, not only shard 0's stream keys.
+		ctx := context.Background()
+		keys, err := rdb.Keys(ctx, "{"+prefix+":*").Result()
+		if err == nil && len(keys) > 0 {
+			rdb.Del(ctx, keys...)
 		}
 		rdb.Close()
 	})
