@@ -36,12 +36,10 @@ type Client struct {
 	secrets []string
 	// masterName and sentinels name the Sentinel setup (Sentinel mode only).
 	masterName, sentinels string
-	// sentinelOpts are each sentinel's client options, as the failover
-	// client's own (Sentinel mode only).
-	sentinelOpts []*redis.Options
-	// guard checks the failover client's new connections (Sentinel mode
-	// only).
-	guard *namedPrimaryGuard
+	// sentinelClients are clients of each sentinel, with the failover
+	// client's own options: the maintenance checks and the guard of the
+	// failover client's new connections ask them (Sentinel mode only).
+	sentinelClients []*redis.SentinelClient
 }
 
 // NewClient builds the client of o. Every mode gets the same deadlines
@@ -71,17 +69,18 @@ func NewClient(o Options, poolSize int) (*Client, error) {
 		cl.masterName, cl.sentinels = so.MasterName, strings.Join(so.SentinelAddrs, ",")
 		cl.where = fmt.Sprintf("redis::sentinel master %q (sentinels %s)", so.MasterName, cl.sentinels)
 		for _, addr := range so.SentinelAddrs {
-			cl.sentinelOpts = append(cl.sentinelOpts, &redis.Options{
+			cl.sentinelClients = append(cl.sentinelClients, redis.NewSentinelClient(&redis.Options{
 				Addr: addr, ClientName: so.ClientName, Dialer: so.Dialer,
 				Username: so.SentinelUsername, Password: so.SentinelPassword, TLSConfig: so.TLSConfig,
 				DialTimeout: so.DialTimeout, ReadTimeout: so.ReadTimeout, WriteTimeout: so.WriteTimeout,
 				ContextTimeoutEnabled: true,
-				// Asked once per maintenance tick: an unanswered sentinel
-				// counts as not naming the server, no retry needed.
+				// Asked once per maintenance tick and per new connection of
+				// the failover client: an unanswered sentinel counts as not
+				// naming the server, no retry needed.
 				MaxRetries: -1, PoolSize: 1,
-			})
+			}))
 		}
-		cl.guard = &namedPrimaryGuard{master: so.MasterName, sentinels: newSentinelClients(cl)}
+		guard := &namedPrimaryGuard{master: so.MasterName, sentinels: cl.sentinelClients}
 		own := so.OnConnect
 		so.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
 			if own != nil {
@@ -89,7 +88,7 @@ func NewClient(o Options, poolSize int) (*Client, error) {
 					return err
 				}
 			}
-			return cl.guard.onConnect(ctx, cn)
+			return guard.onConnect(ctx, cn)
 		}
 		cl.rdb = redis.NewFailoverClient(&so)
 	case o.Cluster != nil:
@@ -118,8 +117,8 @@ func (cl *Client) Where() string { return cl.where }
 
 // Close closes the client's connections.
 func (cl *Client) Close() error {
-	if cl.guard != nil {
-		cl.guard.close()
+	for _, sc := range cl.sentinelClients {
+		_ = sc.Close()
 	}
 	return cl.rdb.Close()
 }

@@ -205,7 +205,7 @@ func (rs *Runtime) auditFailover(ctx context.Context, sig string, s *Stream, nod
 	delete(rs.away, stream)
 	if cur := rs.suspects[stream]; cur != nil {
 		// Still open: kept with those found now, under a new grace.
-		suspects = mergeSuspects(cur.entries, suspects)
+		suspects = mergeEntries(cur.entries, suspects)
 		known = cur.from
 	}
 	if len(suspects) > 0 {
@@ -388,8 +388,8 @@ func (rs *Runtime) reportFailoverLoss(ctx context.Context, sig, stream string, l
 			zap.String("from_run_id", from), zap.String("to_run_id", to)}, lostFields(lost)...)...)
 }
 
-// mergeSuspects returns the entries of a and those of b not in a.
-func mergeSuspects(a, b []addedEntry) []addedEntry {
+// mergeEntries returns the entries of a and those of b not in a.
+func mergeEntries(a, b []addedEntry) []addedEntry {
 	in := make(map[string]bool, len(a))
 	for _, e := range a {
 		in[e.id] = true

@@ -149,7 +149,7 @@ func NewRuntime(cl *Client, cfg Config, logger *zap.Logger, rec Recorder, ledger
 		suspects:  map[string]*failoverSuspects{},
 		unsettled: map[string]*epochChange{},
 		now:       time.Now,
-		sentinels: newSentinelClients(cl),
+		sentinels: cl.sentinelClients,
 		waiting:   map[string]bool{},
 		away:      map[string]bool{},
 		done:      make(chan struct{}),
@@ -232,7 +232,6 @@ func (rs *Runtime) Done() <-chan struct{} { return rs.done }
 
 // Close closes the Redis client.
 func (rs *Runtime) Close() error {
-	rs.closeSentinels()
 	return rs.cl.Close()
 }
 
@@ -377,7 +376,7 @@ func (rs *Runtime) lostSince(ctx context.Context, s *Stream, t time.Time, held [
 		if !all {
 			return nil, false
 		}
-		added = mergeSuspects(before, added)
+		added = mergeEntries(before, added)
 	}
 	return rs.missing(ctx, s, added)
 }

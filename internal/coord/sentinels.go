@@ -40,16 +40,6 @@ type sentinelView struct {
 	refused bool
 }
 
-// newSentinelClients are the clients of cl's sentinels (none outside
-// Sentinel mode).
-func newSentinelClients(cl *Client) []*redis.SentinelClient {
-	var out []*redis.SentinelClient
-	for _, o := range cl.sentinelOpts {
-		out = append(out, redis.NewSentinelClient(o))
-	}
-	return out
-}
-
 // readSentinels asks every sentinel which primary it names (SENTINEL
 // MASTER: its run id, as the sentinel last read it) and keeps the one a
 // majority name. A sentinel whose primary is down or in a failover names
@@ -153,12 +143,6 @@ func (g *namedPrimaryGuard) onConnect(ctx context.Context, cn *redis.Conn) error
 // guardWait bounds how long a new connection waits for the sentinels.
 const guardWait = time.Second
 
-func (g *namedPrimaryGuard) close() {
-	for _, sc := range g.sentinels {
-		_ = sc.Close()
-	}
-}
-
 // reachesNamedPrimary says whether node, the run id of the server a shard
 // reaches, is the primary a majority of the sentinels name (always true
 // outside Sentinel mode). It sets whether Enqueue refuses: only when a
@@ -217,11 +201,4 @@ func (rs *Runtime) refusal() error {
 		return nil
 	}
 	return fmt.Errorf("%s: not acknowledged: %w; retrying", rs.addr, ErrNotNamedPrimary)
-}
-
-// closeSentinels closes the sentinels' clients.
-func (rs *Runtime) closeSentinels() {
-	for _, sc := range rs.sentinels {
-		_ = sc.Close()
-	}
 }

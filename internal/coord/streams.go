@@ -633,12 +633,8 @@ func (s *Stream) AuditStats(ctx context.Context) (node string, vanished int64, s
 	if err := pipelineFailed(err, cmds); err != nil {
 		return "", 0, Stats{}, fmt.Errorf("audit and stats of %s: %w", s.keys.Stream, err)
 	}
-	text, err := info.Result()
-	if err != nil {
-		return "", 0, Stats{}, fmt.Errorf("info server of the node of %s: %w", s.keys.Stream, err)
-	}
-	if node = infoFields(text)["run_id"]; node == "" {
-		return "", 0, Stats{}, fmt.Errorf("info server of the node of %s: no run_id", s.keys.Stream)
+	if node, err = s.runID(info.Result()); err != nil {
+		return "", 0, Stats{}, err
 	}
 	if vanished, err = audit.Int64(); err != nil {
 		return "", 0, Stats{}, fmt.Errorf("audit of %s: %w", s.keys.Stream, err)
@@ -704,7 +700,11 @@ func (s *Stream) Node(ctx context.Context) (string, error) {
 	if primary != nil {
 		node = primary
 	}
-	info, err := node.Info(ctx, "server").Result()
+	return s.runID(node.Info(ctx, "server").Result())
+}
+
+// runID is the run id in an INFO server answer of the stream's server.
+func (s *Stream) runID(info string, err error) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("info server of the node of %s: %w", s.keys.Stream, err)
 	}
