@@ -12,15 +12,17 @@
 -- server span repeats its calls' totals (gen_ai_spans leaves them out).
 -- team is the cost attribution dimension named team (cost_attribution:
 -- {dimensions: ...}), else the span attribute team.
--- Columns: otel.ai_spend_groups(from, from included, to, to included, team):
--- the calls aggregated per minute as they were written (ai_spend_partial),
--- priced per group; the minutes the partials cannot answer exactly (a
--- window bound or a price boundary between a group's calls, calls stored
--- before schema version 5) are read from the raw calls (gen_ai_calls). The
--- same answer as grouping gen_ai_calls, without reading each call.
--- Index: ai_spend_partial (minute).
+-- Columns: otel.ai_spend_groups(from, from included, to, to included, team,
+-- hourly): the calls aggregated per hour and minute as they were written
+-- (ai_spend_partial_hour, ai_spend_partial), priced per group: whole hours
+-- from the hour rows, the hours a bound or a price boundary cuts from their
+-- minutes, and the minutes the partials cannot answer exactly (a window
+-- bound or a price boundary between a group's calls, calls stored before
+-- schema version 5) from the raw calls (gen_ai_calls). The same answer as
+-- grouping gen_ai_calls, without reading each call.
+-- Index: ai_spend_partial_hour (hour), ai_spend_partial (minute).
 -- Schema: `otel.` is the exporter's default schema; cmd/bench rewrites it.
-SELECT date_trunc('day', g.minute) AS day,
+SELECT date_trunc('day', g.period) AS day,
        g.team,
        g.model,
        sum(g.calls)::bigint AS calls,
@@ -30,6 +32,6 @@ SELECT date_trunc('day', g.minute) AS day,
        sum(g.input_tokens) AS input_tokens,
        sum(g.output_tokens) AS output_tokens,
        round(sum(g.cost), 6) AS cost_usd
-FROM otel.ai_spend_groups(now() - interval '7 days', false, now(), true, true) g
+FROM otel.ai_spend_groups(now() - interval '7 days', false, now(), true, true, true) g
 GROUP BY 1, 2, 3
 ORDER BY cost_usd DESC NULLS LAST, day, team, model;

@@ -200,25 +200,145 @@ func aiIdentity(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s string,
 		pgx.Identifier{s, "gen_ai_spans"}.Sanitize()).Scan(&lo, &hi); err != nil {
 		t.Fatal(err)
 	}
-	for _, incl := range []bool{false, true} {
+	for _, c := range []struct{ incl, hourly bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		incl := c.incl
 		got, want := rowsOf(fmt.Sprintf(`SELECT model, team, span_kind, sum(calls)::bigint, sum(unpriced_calls)::bigint, sum(catalog_calls)::bigint,
        sum(input_tokens)::bigint, sum(output_tokens)::bigint, round(sum(cost), 10), min(currency)
-FROM otel.ai_spend_groups('%[1]s', %[3]t, '%[2]s', %[3]t, true) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), incl)),
+FROM otel.ai_spend_groups('%[1]s', %[3]t, '%[2]s', %[3]t, true, %[4]t) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), incl, c.hourly)),
 			rowsOf(fmt.Sprintf(`SELECT model, coalesce(dims ->> 'team', span_attributes ->> 'team'), span_kind, count(*),
        count(*) FILTER (WHERE cost_source = 'unpriced'), count(*) FILTER (WHERE cost_source = 'catalog'),
        coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint, round(sum(cost), 10), min(currency)
 FROM otel.gen_ai_calls WHERE start_time %[3]s '%[1]s' AND start_time %[4]s '%[2]s' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
 				lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), map[bool]string{true: ">=", false: ">"}[incl], map[bool]string{true: "<=", false: "<"}[incl]))
 		if len(want) < 2 || !slices.Equal(got, want) {
-			t.Fatalf("ai_spend_groups(%s, %s) differs from the raw calls:\ngot:  %q\nwant: %q", lo, hi, got, want)
+			t.Fatalf("ai_spend_groups(%s, %s, hourly %t) differs from the raw calls:\ngot:  %q\nwant: %q", lo, hi, c.hourly, got, want)
 		}
 	}
+	hoursSumMinutes(ctx, t, pool, s)
+	tokenCostInZone(ctx, t, pool, s, qs[i].SQL, false)
 	if hourly {
 		got, want := rowsOf(viewHourly), rowsOf(plainHourly)
 		if !slices.Equal(got, want) {
 			t.Fatalf("ai_spend differs from the raw calls:\ngot:  %q\nwant: %q", got, want)
 		}
 	}
+}
+
+// hoursSumMinutes checks that every hour row of ai_spend_partial_hour sums
+// its group's minute rows of that hour in ai_spend_partial.
+func hoursSumMinutes(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s string) {
+	t.Helper()
+	const sums = `, provider, model, dims, team, span_kind, has_input, has_tokens, reported, min(min_start), max(max_start),
+       sum(calls), sum(error_calls), sum(duration_ns), sum(input_tokens), sum(uncached_input_tokens), sum(cache_read_tokens),
+       sum(cache_creation_tokens), sum(output_tokens), sum(reasoning_tokens), sum(priced_output_tokens),
+       sum(priced_reasoning_tokens), sum(reported_cost)`
+	const group = ` GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9 ORDER BY 1, 2, 3, 4::text, 5, 6, 7, 8, 9`
+	q := func(sql string) []string {
+		t.Helper()
+		out, err := queryRows(ctx, pool, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+"."))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+		return out
+	}
+	hours := q("SELECT hour" + sums + " FROM S.ai_spend_partial_hour" + group)
+	minutes := q("SELECT date_trunc('hour', minute, 'UTC')" + sums + " FROM S.ai_spend_partial" + group)
+	if !slices.Equal(hours, minutes) {
+		t.Fatalf("ai_spend_partial_hour does not sum the minutes of ai_spend_partial:\nhours:   %q\nminutes: %q", hours, minutes)
+	}
+}
+
+// tokenCostInZone runs the token cost query (sql) in one transaction of a
+// session whose time zone puts a day boundary at a minute between the calls
+// of the busiest hour: that hour must be read from its minutes, and the
+// answer be the raw calls'. With hoursRead it also checks that the query
+// read hour rows (the hours the window holds whole), not every minute row.
+func tokenCostInZone(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s, sql string, hoursRead bool) {
+	t.Helper()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rowsOf := func(sql string) []string {
+		t.Helper()
+		r, err := tx.Query(ctx, schemaRef.ReplaceAllString(sql, pgx.Identifier{s}.Sanitize()+".$1"))
+		if err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+		defer r.Close()
+		var out []string
+		for r.Next() {
+			v, err := r.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprint(v...))
+		}
+		if err := r.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// The offset (within ±12 hours) that makes local midnight the minute
+	// halfway through that hour's calls.
+	var minutes int
+	if err := tx.QueryRow(ctx, `SELECT extract(epoch FROM CASE WHEN o > interval '12 hours' THEN o - interval '24 hours' ELSE o END)::int / 60
+FROM (SELECT interval '24 hours' - (date_trunc('minute', min(start_time) + (max(start_time) - min(start_time)) / 2) AT TIME ZONE 'UTC')::time AS o
+      FROM `+pgx.Identifier{s, "gen_ai_spans"}.Sanitize()+` GROUP BY date_trunc('hour', start_time, 'UTC')
+      HAVING max(start_time) - min(start_time) > interval '2 minutes' ORDER BY count(*) DESC LIMIT 1) x`).Scan(&minutes); err != nil {
+		t.Fatal(err)
+	}
+	sign := "+"
+	if minutes < 0 {
+		sign, minutes = "-", -minutes
+	}
+	offset := fmt.Sprintf("%s%02d:%02d", sign, minutes/60, minutes%60)
+	if _, err := tx.Exec(ctx, "SET LOCAL TIME ZONE INTERVAL '"+offset+"' HOUR TO MINUTE"); err != nil {
+		t.Fatalf("time zone %s: %v", offset, err)
+	}
+	if days := rowsOf(`SELECT DISTINCT date_trunc('day', start_time) FROM otel.gen_ai_calls`); len(days) < 2 {
+		t.Fatalf("the calls fall in %d day of time zone %s: no day boundary inside an hour to test", len(days), offset)
+	}
+	got, want := rowsOf(sql), rowsOf(plainTokenCost)
+	if !slices.Equal(got, want) {
+		t.Fatalf("token_cost in time zone %s differs from the raw calls:\ngot:  %q\nwant: %q", offset, got, want)
+	}
+	if !hoursRead {
+		return
+	}
+	// Which rows answered: each row read of a table adds a million calls
+	// to the answer when every row of it has a million more.
+	calls := func() int64 {
+		t.Helper()
+		var n int64
+		if err := tx.QueryRow(ctx, "SELECT sum(calls)::bigint FROM ("+schemaRef.ReplaceAllString(strings.TrimSuffix(strings.TrimSpace(sql), ";"), pgx.Identifier{s}.Sanitize()+".$1")+") x").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	read := func(table string) int64 {
+		t.Helper()
+		if _, err := tx.Exec(ctx, "SAVEPOINT bumped; UPDATE "+pgx.Identifier{s, table}.Sanitize()+" SET calls = calls + 1000000"); err != nil {
+			t.Fatal(err)
+		}
+		n := calls()
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT bumped"); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var minuteRows int64
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{s, "ai_spend_partial"}.Sanitize()).Scan(&minuteRows); err != nil {
+		t.Fatal(err)
+	}
+	base := calls()
+	hourReads, minuteReads := (read("ai_spend_partial_hour")-base)/1000000, (read("ai_spend_partial")-base)/1000000
+	if hourReads == 0 || minuteReads >= minuteRows {
+		t.Fatalf("the token cost read %d hour rows and %d minute rows of %d: the hours do not answer for the whole hours",
+			hourReads, minuteReads, minuteRows)
+	}
+	t.Logf("token cost in time zone %s: %d hour rows and %d of %d minute rows read", offset, hourReads, minuteReads, minuteRows)
 }
 
 // TestAISpendPartialsSame: the AI spend read from the partials the capture
@@ -348,6 +468,57 @@ func TestAISpendPartialsSame(t *testing.T) {
 	aiIdentity(ctx, t, pool, s, false)
 	writeUsers(ctx, t, w, 1, 300, 5, time.Now().Add(-time.Minute), "")
 	aiIdentity(ctx, t, pool, s, false)
+}
+
+// TestAISpendHoursAnswer: the token cost reads whole hours from
+// ai_spend_partial_hour, not their minutes, and answers as the raw calls
+// do, with an hour cut by a price from a whole minute (read from its
+// minutes: an hour row's calls would straddle it) and by a day boundary of
+// the session's time zone; the hours stay the sums of the minutes through
+// the capture, merges and a maintenance run.
+func TestAISpendHoursAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	s := preparedSchema(ctx, t, pool)
+	if err := pricing.Configure(ctx, pool, s, aiDims, 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	w := pgwrite.NewLayoutWriter(pool, s, benchLayout)
+	now := time.Now()
+	writeUnreported(ctx, t, w, 3, 600, 7, now.Add(-5*time.Hour))
+	writeUnreported(ctx, t, w, 3, 600, 8, now.Add(-2*time.Hour))
+	exec("DELETE FROM S.model_prices")
+	exec("INSERT INTO S.model_prices (model, match, input_per_mtok, output_per_mtok) VALUES ('%', 'pattern', 1.25, 5)")
+	// The busiest model dearer from the minute halfway through the calls
+	// of its busiest hour.
+	exec(`INSERT INTO S.model_prices (model, input_per_mtok, output_per_mtok, valid_from)
+	      SELECT model, 7, 21, date_trunc('minute', min(start_time) + (max(start_time) - min(start_time)) / 2)
+	      FROM S.gen_ai_spans WHERE model IS NOT NULL AND input_tokens IS NOT NULL
+	      GROUP BY model, date_trunc('hour', start_time) ORDER BY count(*) DESC LIMIT 1`)
+	hoursSumMinutes(ctx, t, pool, s)
+	aiIdentity(ctx, t, pool, s, false)
+	qs, err := loadQueries("../../queries", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(qs, func(q query) bool { return q.Name == "token_cost" })
+	tokenCostInZone(ctx, t, pool, s, qs[i].SQL, true)
+
+	if _, err := schema.Maintain(ctx, pool, s, exporterPartitioning); err != nil {
+		t.Fatal(err)
+	}
+	aiIdentity(ctx, t, pool, s, true)
+	tokenCostInZone(ctx, t, pool, s, qs[i].SQL, true)
 }
 
 // TestAISpendPartialsAfterUpgrade: a schema upgraded from version 4 with

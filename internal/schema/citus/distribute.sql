@@ -76,6 +76,9 @@ BEGIN
         GET DIAGNOSTICS n = ROW_COUNT;
         IF n > 0 THEN
             EXECUTE format('TRUNCATE %I.ai_spend_partial', s);
+            IF to_regclass(format('%I.ai_spend_partial_hour', s)) IS NOT NULL THEN
+                EXECUTE format('TRUNCATE %I.ai_spend_partial_hour', s);
+            END IF;
         END IF;
     END IF;
     FOR t IN SELECT * FROM (VALUES
