@@ -519,6 +519,31 @@ func TestAISpendHoursAnswer(t *testing.T) {
 	}
 	aiIdentity(ctx, t, pool, s, true)
 	tokenCostInZone(ctx, t, pool, s, qs[i].SQL, true)
+
+	// The retention (postgrescopy_maintain's) deletes the partials of the
+	// minutes before a time in the second hour of calls: the first hour
+	// goes, the second is remade from the minutes left.
+	var cut time.Time
+	var hoursBefore int64
+	if err := pool.QueryRow(ctx, "SELECT h + interval '7 minutes 0.5 seconds' FROM (SELECT DISTINCT date_trunc('hour', minute, 'UTC') AS h FROM "+
+		pgx.Identifier{s, "ai_spend_partial"}.Sanitize()+" ORDER BY 1 OFFSET 1 LIMIT 1) x").Scan(&cut); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{s, "ai_spend_partial_hour"}.Sanitize()+
+		" WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC')", cut).Scan(&hoursBefore); err != nil {
+		t.Fatal(err)
+	}
+	exec("SELECT S.postgrescopy_ai_partials_expire('" + cut.Format(time.RFC3339Nano) + "')")
+	var minutesLeft, hoursLeft int64
+	if err := pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM "+pgx.Identifier{s, "ai_spend_partial"}.Sanitize()+" WHERE minute < $1), "+
+		"(SELECT count(*) FROM "+pgx.Identifier{s, "ai_spend_partial_hour"}.Sanitize()+" WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC'))", cut).Scan(&minutesLeft, &hoursLeft); err != nil {
+		t.Fatal(err)
+	}
+	if hoursBefore == 0 || minutesLeft != 0 || hoursLeft != 0 {
+		t.Fatalf("expiring the partials before %s: %d hour rows before its hour, then %d minute rows and %d hour rows left before it",
+			cut, hoursBefore, minutesLeft, hoursLeft)
+	}
+	hoursSumMinutes(ctx, t, pool, s)
 }
 
 // TestAISpendPartialsAfterUpgrade: a schema upgraded from version 4 with

@@ -407,8 +407,28 @@ AS $agg$
     GROUP BY 1, 2, 3, 4, 5
 $agg$;
 
--- postgrescopy_maintain: as in version 10, and at the retention the hours
--- of the minutes it deletes go too (the hour it cuts is remade).
+-- postgrescopy_ai_partials_expire deletes the partials of the minutes
+-- before p_before, and their hours: those before p_before's go, p_before's
+-- is remade from the minutes left.
+CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_ai_partials_expire(p_before timestamptz)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $expire$
+DECLARE
+    n bigint;
+BEGIN
+    DELETE FROM {{schema}}.ai_spend_partial WHERE minute < p_before;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n > 0 THEN
+        DELETE FROM {{schema}}.ai_spend_partial_hour WHERE hour < date_trunc('hour', p_before, 'UTC');
+        PERFORM {{schema}}.postgrescopy_ai_hours(p_before, date_trunc('hour', p_before, 'UTC') + interval '1 hour');
+    END IF;
+END
+$expire$;
+REVOKE ALL ON FUNCTION {{schema}}.postgrescopy_ai_partials_expire(timestamptz) FROM PUBLIC;
+
+-- postgrescopy_maintain: as in version 10, the partials past the retention
+-- deleted with their hours (postgrescopy_ai_partials_expire).
 CREATE OR REPLACE FUNCTION {{schema}}.postgrescopy_maintain(p_interval interval, p_premake integer, p_retention interval)
 RETURNS TABLE (action text, partition_name text, detail text)
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -419,7 +439,6 @@ DECLARE
     lo    timestamptz;
     hi    timestamptz := date_trunc('hour', now(), 'UTC');
     kept  timestamptz := '-infinity';
-    cut   timestamptz;
     n     bigint;
 BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtext('postgrescopy_maintain/' || s)) THEN
@@ -435,13 +454,7 @@ BEGIN
     IF p_retention IS NOT NULL THEN
         kept := date_trunc('hour', now() - p_retention, 'UTC') + interval '1 hour';
         lo := greatest(lo, kept);
-        cut := now() - p_retention - p_interval;
-        DELETE FROM {{schema}}.ai_spend_partial WHERE minute < cut;
-        GET DIAGNOSTICS n = ROW_COUNT;
-        IF n > 0 THEN
-            DELETE FROM {{schema}}.ai_spend_partial_hour WHERE hour < date_trunc('hour', cut, 'UTC');
-            PERFORM {{schema}}.postgrescopy_ai_hours(cut, date_trunc('hour', cut, 'UTC') + interval '1 hour');
-        END IF;
+        PERFORM {{schema}}.postgrescopy_ai_partials_expire(now() - p_retention - p_interval);
     END IF;
     lo := coalesce(lo, hi);
     IF pg_try_advisory_xact_lock(hashtext('postgrescopy_ai_compact/' || s)) THEN
