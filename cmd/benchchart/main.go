@@ -5,7 +5,7 @@
 // text in the repository and regenerating it from the same report gives the
 // same bytes (the test checks the committed chart against its report).
 //
-//	go run ./cmd/benchchart -in bench/results/20261207-011429.json -out docs/images/throughput.svg
+//	go run ./cmd/benchchart -in bench/results/20261207-055820.json -out docs/images/throughput.svg
 package main
 
 import (
@@ -57,7 +57,7 @@ var series = []struct {
 var colors = []string{"#4c78a8", "#f58518", "#54a24b", "#b279a2"}
 
 func main() {
-	in := flag.String("in", "bench/results/20261207-011429.json", "the bench report (JSON) to draw")
+	in := flag.String("in", "bench/results/20261207-055820.json", "the bench report (JSON) to draw")
 	out := flag.String("out", "docs/images/throughput.svg", "where to write the SVG")
 	flag.Parse()
 	data, err := os.ReadFile(*in)
