@@ -224,6 +224,12 @@ VALUES (now(), 0, now(), 0, 0, 9, 'old', '{"a": "x"}', 0)`))
 	require.NoError(t, pool.QueryRow(ctx, q(name, `SELECT partial_from::text FROM S.ai_spend_settings`)).Scan(&from9))
 	assert.Equal(t, from8, from9, "partial_from stays")
 	assert.Equal(t, parts, texts(t, pool, name, partials), "the partials are not recomputed")
+	// Version 12 fills the hours from the minutes.
+	hours := texts(t, pool, name, `SELECT hour, model, dims, team, sum(calls), sum(input_tokens), sum(output_tokens)
+FROM S.ai_spend_partial_hour GROUP BY 1, 2, 3, 4`)
+	require.NotEmpty(t, hours)
+	assert.Equal(t, texts(t, pool, name, `SELECT date_trunc('hour', minute, 'UTC'), model, dims, team, sum(calls), sum(input_tokens), sum(output_tokens)
+FROM S.ai_spend_partial GROUP BY 1, 2, 3, 4`), hours, "the hours sum the minutes after the upgrade")
 	assert.Equal(t, spans, texts(t, pool, name, `SELECT * FROM S.spans`), "the spans read the same")
 	assert.Equal(t, logs, texts(t, pool, name, `SELECT * FROM S.logs`), "the logs read the same")
 
