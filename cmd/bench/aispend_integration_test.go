@@ -262,21 +262,9 @@ func tokenCostInZone(ctx context.Context, t *testing.T, pool *pgxpool.Pool, s, s
 	defer func() { _ = tx.Rollback(ctx) }()
 	rowsOf := func(sql string) []string {
 		t.Helper()
-		r, err := tx.Query(ctx, schemaRef.ReplaceAllString(sql, pgx.Identifier{s}.Sanitize()+".$1"))
+		out, err := queryRows(ctx, tx, schemaRef.ReplaceAllString(sql, pgx.Identifier{s}.Sanitize()+".$1"))
 		if err != nil {
 			t.Fatalf("%v\n%s", err, sql)
-		}
-		defer r.Close()
-		var out []string
-		for r.Next() {
-			v, err := r.Values()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, fmt.Sprint(v...))
-		}
-		if err := r.Err(); err != nil {
-			t.Fatal(err)
 		}
 		return out
 	}

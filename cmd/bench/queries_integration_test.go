@@ -272,9 +272,14 @@ func twoUserSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string
 	return name
 }
 
+// querier is a pool, a connection or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // queryRows is every row of sql, each its values printed.
-func queryRows(ctx context.Context, pool *pgxpool.Pool, sql string) ([]string, error) {
-	r, err := pool.Query(ctx, sql)
+func queryRows(ctx context.Context, db querier, sql string) ([]string, error) {
+	r, err := db.Query(ctx, sql)
 	if err != nil {
 		return nil, err
 	}
