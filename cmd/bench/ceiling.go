@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/pgwrite"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
 	"github.com/postgrescopy/postgrescopy/internal/tables"
@@ -39,38 +42,106 @@ type copyFile struct {
 }
 
 // intoPartitions sets each file's partition: the one of its table that
-// holds all its rows, when there is one. The exporter's writer copies such
-// a batch into the partition (pgwrite's routing), which spares PostgreSQL
-// the tuple routing and keeps multi-insert under the capture trigger of
-// spans_rows; the ceiling does the same, so that it stays the best \copy
-// PostgreSQL can do. What was found is kept per schema and file.
-func (b *bench) intoPartitions(ctx context.Context, schemaName string, groups [][]copyFile) error {
+// holds all its rows, when there is one; a file whose rows fall in several
+// is cut into one file a partition. The exporter's writer copies a batch so
+// (pgwrite's routing), which spares PostgreSQL the tuple routing and keeps
+// multi-insert under the capture trigger of spans_rows; the ceiling does the
+// same, so that it stays the best \copy PostgreSQL can do. What was found is
+// kept per schema and file.
+func (b *bench) intoPartitions(ctx context.Context, schemaName string, groups [][]copyFile) ([][]copyFile, error) {
 	b.partsMu.Lock()
 	defer b.partsMu.Unlock()
 	if b.parts == nil {
-		b.parts = map[string]string{}
+		b.parts = map[string][]copyFile{}
 	}
-	for _, g := range groups {
-		for k := range g {
-			f := &g[k]
+	out := make([][]copyFile, len(groups))
+	for g, files := range groups {
+		for _, f := range files {
 			key := schemaName + "\x00" + f.path
 			into, ok := b.parts[key]
 			if !ok {
 				data, err := os.ReadFile(f.path)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				t := benchLayout.Table(f.table)
-				into, err = b.partitionHolding(ctx, schemaName, t.Store, len(t.Columns), data)
+				name, err := b.partitionHolding(ctx, schemaName, t.Store, len(t.Columns), data)
 				if err != nil {
-					return err
+					return nil, err
+				}
+				into = []copyFile{{table: f.table, path: f.path, into: name}}
+				if name == "" {
+					if into, err = b.partitionPieces(ctx, schemaName, f, data); err != nil {
+						return nil, err
+					}
 				}
 				b.parts[key] = into
 			}
-			f.into = into
+			out[g] = append(out[g], into...)
 		}
 	}
-	return nil
+	return out, nil
+}
+
+// partitionPieces cuts f (its contents data) into one file a partition of
+// its table that its rows fall in, next to it, in their order; rows that no
+// partition holds go into one more, through the table. f itself when its
+// rows have no range or its table no partition.
+func (b *bench) partitionPieces(ctx context.Context, schemaName string, f copyFile, data []byte) ([]copyFile, error) {
+	t := benchLayout.Table(f.table)
+	whole := []copyFile{f}
+	if len(data) < len(pgcopy.Header())+len(pgcopy.Trailer()) {
+		return whole, nil
+	}
+	rows, err := b.pool.Query(ctx, `SELECT c.relname, m[1]::timestamptz, m[2]::timestamptz FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		CROSS JOIN LATERAL regexp_match(pg_get_expr(c.relpartbound, c.oid), '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') m
+		WHERE i.inhparent = $1::regclass AND c.relkind = 'r' AND m[1] !~ 'infinity' AND m[2] !~ 'infinity'`,
+		schema.Qualified(schemaName, t.Store))
+	if err != nil {
+		return nil, err
+	}
+	type part struct {
+		name   string
+		lo, hi int64
+	}
+	var parts []part
+	var bounds []int64
+	var name string
+	var lo, hi time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&name, &lo, &hi}, func() error {
+		p := part{name, pgcopy.TimestamptzMicros(lo), pgcopy.TimestamptzMicros(hi)}
+		parts, bounds = append(parts, p), append(bounds, p.lo, p.hi)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if len(parts) == 0 {
+		return whole, nil
+	}
+	slices.Sort(bounds)
+	tuples := data[len(pgcopy.Header()) : len(data)-len(pgcopy.Trailer())]
+	pieces, ok := pgcopy.SplitFirstInt64(tuples, len(t.Columns), slices.Compact(bounds))
+	if !ok {
+		return whole, nil
+	}
+	var out []copyFile
+	for k, p := range pieces {
+		if p.Rows == 0 {
+			continue
+		}
+		c := copyFile{table: f.table, path: f.path + ".part-" + strconv.Itoa(k)}
+		for _, pt := range parts {
+			if pt.lo <= p.Lo && p.Hi < pt.hi {
+				c.into = pt.name
+			}
+		}
+		piece := slices.Concat(pgcopy.Header(), p.Tuples, pgcopy.Trailer())
+		if err := os.WriteFile(c.path, piece, 0o600); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // exporterWorkMem is the exporter's default work_mem (its work_mem key),
@@ -144,7 +215,8 @@ func (b *bench) streamFiles(ds *dataset, n int) ([][]copyFile, error) {
 // own, all at once, and returns how long the slowest took and the CPU the
 // load cost per row of rows; the first stream's error, if any.
 func (b *bench) copyStreams(ctx context.Context, schemaName string, groups [][]copyFile, rows int64) (time.Duration, *cpuPerRow, error) {
-	if err := b.intoPartitions(ctx, schemaName, groups); err != nil {
+	groups, err := b.intoPartitions(ctx, schemaName, groups)
+	if err != nil {
 		return 0, nil, err
 	}
 	errs := make(chan error, len(groups))

@@ -29,7 +29,7 @@ import (
 type bench struct {
 	keepTmp   bool // -keep-tmp
 	partsMu   sync.Mutex
-	parts     map[string]string // intoPartitions' finds, by schema and file
+	parts     map[string][]copyFile // intoPartitions' finds, by schema and file
 	url       string
 	psql      string
 	collector string

@@ -361,7 +361,7 @@ func (b *bench) loadDataset(ctx context.Context, schemaName string, ds *dataset)
 	if err != nil {
 		return err
 	}
-	if err := b.intoPartitions(ctx, schemaName, groups); err != nil {
+	if groups, err = b.intoPartitions(ctx, schemaName, groups); err != nil {
 		return err
 	}
 	errs := make(chan error, len(groups))

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
+	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -130,5 +133,100 @@ func TestAppStrategiesStoreWhatCopyStores(t *testing.T) {
 				t.Fatalf("%s stored %d spans with long strings apart (%v): an application writes its map whole", s.key, long, err)
 			}
 		})
+	}
+}
+
+// TestIntoPartitionsCuts: the ceiling's \copy of a file whose spans fall in
+// two partitions goes into each, in a file a partition holding its rows, as
+// the exporter's writer splits a batch, and the rows between them through
+// spans_rows; together they hold the file's rows, and loaded they land
+// where their files say.
+func TestIntoPartitionsCuts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		t.Skip("needs psql")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = schema.Migrate(ctx, conn.Conn(), name)
+	if err == nil {
+		err = schema.AddColumns(ctx, conn.Conn(), name, schema.PromotedColumns(benchLayout))
+	}
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{url: pgtest.URL(), pool: pool, psql: psql, progress: newProgress(1)}
+	ds, err := buildDataset(t.TempDir(), 2, 300, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := copyFile{table: tables.IdxSpans, path: ds.files[0][tables.IdxSpans]}
+	whole, err := os.ReadFile(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := len(benchLayout.Table(tables.IdxSpans).Columns)
+	lo, hi, ok := pgcopy.FirstInt64Range(whole[len(copyHeader):len(whole)-len(copyTrailer)], fields)
+	if !ok || hi-lo < 4 {
+		t.Fatalf("the spans' start times: %d to %d, %v", lo, hi, ok)
+	}
+	// Two partitions with a gap between them that the default one holds:
+	// the first quarter of the spans' range, and from its middle on.
+	at := func(us int64) string {
+		return pgEpoch.Add(time.Duration(us) * time.Microsecond).UTC().Format("2006-01-02 15:04:05.999999Z07:00")
+	}
+	q1, q2 := lo+(hi-lo)/4, lo+(hi-lo)/2
+	for _, p := range []struct{ name, from, to string }{{"spans_a", at(lo - 1), at(q1)}, {"spans_b", at(q2), at(hi + 1)}} {
+		if _, err := pool.Exec(ctx, fmt.Sprintf("CREATE TABLE %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')",
+			schema.Qualified(name, p.name), schema.Qualified(name, "spans_rows"), p.from, p.to)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups, err := b.intoPartitions(ctx, name, [][]copyFile{{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pieces := groups[0]
+	if len(pieces) != 3 || pieces[0].into != "spans_a" || pieces[1].into != "" || pieces[2].into != "spans_b" {
+		t.Fatalf("the spans were not cut by partition: %+v", pieces)
+	}
+	var got []byte
+	want := map[string]int{}
+	for _, p := range pieces {
+		data, err := os.ReadFile(p.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := data[len(copyHeader) : len(data)-len(copyTrailer)]
+		n, err := pgcopy.CheckTuples(body, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[p.into] += n
+		got = append(got, body...)
+	}
+	if len(got) != len(whole)-len(copyHeader)-len(copyTrailer) {
+		t.Fatalf("the pieces hold %d bytes of the file's %d", len(got), len(whole))
+	}
+	if err := b.psqlCopy(ctx, name, pieces); err != nil {
+		t.Fatal(err)
+	}
+	want["spans_default"] = want[""]
+	delete(want, "")
+	for part, n := range want {
+		var in int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.Qualified(name, part)).Scan(&in); err != nil || in != n {
+			t.Fatalf("%s holds %d rows, its file %d (%v)", part, in, n, err)
+		}
 	}
 }

@@ -30,7 +30,7 @@ type Entries struct {
 	entries int
 	buf     []byte // the record being read, decompressed; kept for the next
 	// decoded is table i's rows of every entry, decompressed and checked,
-	// when FirstInt64Range read them: its reader reads them from here
+	// when Tuples read them: its reader reads them from here
 	// rather than decompress and check every record again. Its memory is
 	// kept across resets.
 	decoded [tables.NumTables][]byte
@@ -103,13 +103,27 @@ func (s *Entries) TotalRows() int {
 
 // FirstInt64Range is pgcopy.FirstInt64Range over table i's rows in every
 // entry: the range of its first column (a time), known before the rows are
-// copied, so that the writer can pick the partition they fall in. The
-// records are decompressed and checked for it once: the table's reader then
-// reads them as they are. ok is false when one is damaged (the reader then
-// finds it and fails).
+// copied, so that the writer can pick the partition they fall in. ok is
+// false when a record is damaged (the reader then finds it and fails).
 func (s *Entries) FirstInt64Range(i int) (lo, hi int64, ok bool) {
-	if len(s.recs[i]) == 0 {
+	all, ok := s.Tuples(i)
+	if !ok {
 		return 0, 0, false
+	}
+	return pgcopy.FirstInt64Range(all, len(s.lay.Table(i).Columns))
+}
+
+// Tuples returns table i's rows of every entry, decompressed and checked
+// (checksum, shape, count), for the writer to route them by their first
+// column. They are decoded once: the table's reader then reads them as they
+// are. ok is false when there is none or a record is damaged (the reader
+// then finds it and fails). The slice is s's: it changes at the next Reset.
+func (s *Entries) Tuples(i int) ([]byte, bool) {
+	if len(s.recs[i]) == 0 {
+		return nil, false
+	}
+	if len(s.decoded[i]) > 0 {
+		return s.decoded[i], true
 	}
 	fields := len(s.lay.Table(i).Columns)
 	all := slices.Grow(s.decoded[i][:0], s.size[i])
@@ -118,7 +132,7 @@ func (s *Entries) FirstInt64Range(i int) (lo, hi int64, ok bool) {
 		data, err := s.tuplesInto(all[n:n+int(rec.size):n+int(rec.size)], rec, fields)
 		if err != nil {
 			s.decoded[i] = all[:0]
-			return 0, 0, false
+			return nil, false
 		}
 		if rec.codec != codecS2 {
 			copy(all[n:n+len(data)], data)
@@ -126,8 +140,7 @@ func (s *Entries) FirstInt64Range(i int) (lo, hi int64, ok bool) {
 		all = all[:n+len(data)]
 	}
 	s.decoded[i] = all
-	lo, hi, ok = pgcopy.FirstInt64Range(all, fields)
-	return lo, hi, ok
+	return all, true
 }
 
 // TableReader returns table i's binary COPY stream. It shares s's decoding

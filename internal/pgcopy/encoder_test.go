@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -428,5 +429,63 @@ func TestTextArray(t *testing.T) {
 	} {
 		_, ok := TextArrayValues(f)
 		require.False(t, ok, name)
+	}
+}
+
+func TestSplitFirstInt64(t *testing.T) {
+	var e Encoder
+	values := []int64{25, 5, 10, 30, 19, 20, 7, 40}
+	for k, us := range values {
+		e.BeginRow(2)
+		e.TimestamptzUnixMicro(us + pgEpochMicros)
+		e.Text(strconv.Itoa(k))
+	}
+	tuples := e.Tuples(0, e.Rows())
+	orig := slices.Clone(tuples)
+	pieces, ok := SplitFirstInt64(tuples, 2, []int64{10, 20, 30})
+	if !ok || len(pieces) != 4 {
+		t.Fatalf("split = %d pieces, %v; want 4, true", len(pieces), ok)
+	}
+	// Each piece's rows, in the order they came, by their text.
+	want := []struct {
+		rows   []string
+		lo, hi int64
+	}{{[]string{"1", "6"}, 5, 7}, {[]string{"2", "4"}, 10, 19}, {[]string{"0", "5"}, 20, 25}, {[]string{"3", "7"}, 30, 40}}
+	total := 0
+	for k, p := range pieces {
+		var got []string
+		for off := 0; off < len(p.Tuples); {
+			n, ok := rowSize(p.Tuples[off:], 2)
+			if !ok {
+				t.Fatalf("piece %d: malformed row at %d", k, off)
+			}
+			fields, _ := SplitRow(nil, p.Tuples[off:off+n])
+			got = append(got, string(fields[1]))
+			off += n
+		}
+		if !slices.Equal(got, want[k].rows) || p.Rows != len(want[k].rows) || p.Lo != want[k].lo || p.Hi != want[k].hi {
+			t.Errorf("piece %d = %v (%d rows, %d–%d); want %v, %d–%d", k, got, p.Rows, p.Lo, p.Hi, want[k].rows, want[k].lo, want[k].hi)
+		}
+		total += len(p.Tuples)
+	}
+	if total != len(tuples) || !bytes.Equal(tuples, orig) {
+		t.Errorf("pieces hold %d bytes of %d, or the input changed", total, len(tuples))
+	}
+	// A piece with no row is empty; a piece past every row too.
+	pieces, ok = SplitFirstInt64(tuples, 2, []int64{0, 100})
+	if !ok || pieces[0].Rows != 0 || len(pieces[0].Tuples) != 0 || pieces[1].Rows != len(values) || pieces[2].Rows != 0 {
+		t.Errorf("split at 0, 100 = %+v, %v", pieces, ok)
+	}
+	if _, ok := SplitFirstInt64(tuples, 3, []int64{10}); ok {
+		t.Error("rows of another field count were split")
+	}
+	e.BeginRow(2)
+	e.Null()
+	e.Text("y")
+	if _, ok := SplitFirstInt64(e.Tuples(0, e.Rows()), 2, []int64{10}); ok {
+		t.Error("a NULL first value was split")
+	}
+	if _, ok := SplitFirstInt64(nil, 2, []int64{10}); ok {
+		t.Error("no rows were split")
 	}
 }

@@ -213,3 +213,62 @@ func FirstInt64Range(tuples []byte, fields int) (lo, hi int64, ok bool) {
 	}
 	return lo, hi, true
 }
+
+// Piece is the rows of tuples that SplitFirstInt64 put in one range.
+type Piece struct {
+	Tuples []byte // whole rows, in their order in tuples
+	Rows   int
+	Lo, Hi int64 // their least and greatest first value; 0 when Rows is 0
+}
+
+// SplitFirstInt64 splits tuples (rows of fields fields) by their first value,
+// read as FirstInt64Range reads it, at bounds (ascending): piece 0 holds the
+// rows below bounds[0], piece k those from bounds[k-1] up to bounds[k]
+// (excluded), the last those from the last bound on. The pieces share one
+// new buffer, not tuples. ok is false when FirstInt64Range's would be.
+func SplitFirstInt64(tuples []byte, fields int, bounds []int64) (pieces []Piece, ok bool) {
+	if fields < 1 || len(tuples) == 0 {
+		return nil, false
+	}
+	pieces = make([]Piece, len(bounds)+1)
+	// Two walks: the first checks every row and sizes the pieces, the
+	// second copies each row into its piece's part of one buffer.
+	size := make([]int, len(pieces))
+	var err error
+	walk := func(row func(k int, r []byte, v int64)) {
+		for off := 0; off < len(tuples); {
+			n, good := rowSize(tuples[off:], fields)
+			if !good || int32(binary.BigEndian.Uint32(tuples[off+2:])) != 8 {
+				err = fmt.Errorf("pgcopy: tuple at %d is not a row of %d fields with a first value of 8 bytes", off, fields)
+				return
+			}
+			// Past the field count and the first value's length.
+			x := int64(binary.BigEndian.Uint64(tuples[off+6:]))
+			k, _ := slices.BinarySearch(bounds, x)
+			if k < len(bounds) && bounds[k] == x {
+				k++ // a bound starts the piece after it
+			}
+			row(k, tuples[off:off+n], x)
+			off += n
+		}
+	}
+	walk(func(k int, r []byte, _ int64) { size[k] += len(r) })
+	if err != nil {
+		return nil, false
+	}
+	buf := make([]byte, 0, len(tuples))
+	for k := range pieces {
+		pieces[k].Tuples = buf[len(buf) : len(buf) : len(buf)+size[k]]
+		buf = buf[:len(buf)+size[k]]
+	}
+	walk(func(k int, r []byte, x int64) {
+		p := &pieces[k]
+		if p.Rows == 0 {
+			p.Lo, p.Hi = x, x
+		}
+		p.Tuples = append(p.Tuples, r...)
+		p.Rows++
+		p.Lo, p.Hi = min(p.Lo, x), max(p.Hi, x)
+	})
+	return pieces, true
+}

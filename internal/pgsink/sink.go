@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -522,7 +523,8 @@ func (c *Sink) write(ctx context.Context, set rowSet, do func(*pgwrite.Writer) (
 		names := make([]string, 0, len(res))
 		var parts []string // where routing copied a table's rows straight into a partition
 		for _, r := range res {
-			if r.Rows+r.Rejected > 0 {
+			// A table split by partition has a result per COPY.
+			if r.Rows+r.Rejected > 0 && !slices.Contains(names, r.Table) {
 				names = append(names, r.Table)
 			}
 			if r.Partition != "" {

@@ -26,7 +26,8 @@ import (
 // spend capture trigger. A COPY into one of its partitions keeps the
 // buffers and fires that partition's statement triggers instead of the
 // parent's (schema version 8 gives every partition the same ones). So a
-// batch whose rows all fall in one partition is copied straight into it.
+// batch whose rows all fall in one partition is copied straight into it,
+// and one over several in one COPY per partition (Writer.plan).
 //
 // Only a table whose parent has such a trigger is routed (elsewhere COPY
 // buffers through the parent already), and only into a plain partition
@@ -186,14 +187,11 @@ func (p *partitions) of(store string) []partition {
 	return p.byTable[store]
 }
 
-// findPartition returns the partition of parts (sorted) whose lower bound
-// is the greatest at or before lo: the one that may hold [lo, ...].
-func findPartition(parts []partition, lo int64) (partition, bool) {
-	k := sort.Search(len(parts), func(k int) bool { return parts[k].lo > lo })
-	if k == 0 {
-		return partition{}, false
-	}
-	return parts[k-1], true
+// partitionIndex is the index in parts (sorted) of the partition whose
+// lower bound is the greatest at or before v, the one that may hold it; -1
+// when none is.
+func partitionIndex(parts []partition, v int64) int {
+	return sort.Search(len(parts), func(k int) bool { return parts[k].lo > v }) - 1
 }
 
 // load lists the routable partitions, per stored table, sorted by lower

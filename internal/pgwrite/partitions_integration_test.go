@@ -28,10 +28,8 @@ func TestPartitionStart(t *testing.T) {
 		require.False(t, ok, name)
 	}
 	parts := []partition{{name: "a", lo: 10}, {name: "b", lo: 20}, {name: "c", lo: 30}}
-	for lo, want := range map[int64]string{5: "", 10: "a", 19: "a", 20: "b", 99: "c"} {
-		got, ok := findPartition(parts, lo)
-		require.Equal(t, want != "", ok, lo)
-		require.Equal(t, want, got.name, lo)
+	for v, want := range map[int64]int{5: -1, 10: 0, 19: 0, 20: 1, 99: 2} {
+		require.Equal(t, want, partitionIndex(parts, v), v)
 	}
 }
 
@@ -140,11 +138,21 @@ func TestPartitionRouting(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 30, calls())
 
-	// Spans over two partitions go through spans_rows, counted once.
-	res = write(aiCalls(20, hour.Add(-time.Minute), hour.Add(time.Minute)))
-	require.Empty(t, res.Partition)
+	// Spans over two partitions go into each, one COPY a partition (none
+	// through spans_rows, whose trigger's transition table would insert
+	// them one at a time), counted once; so do spans over three with
+	// rows before the first partition listed, whose rows go through
+	// spans_rows.
+	var b rows.Batch
+	b.SetLayout(layout)
+	b.AddTraces(aiCalls(20, hour.Add(-time.Minute), hour.Add(time.Minute)))
+	split, err := w.Write(ctx, &b)
+	require.NoError(t, err)
+	require.Equal(t, []TableResult{{Table: "spans", Rows: 10, Partition: leaf(hour.Add(-time.Hour))},
+		{Table: "spans", Rows: 10, Partition: leaf(hour)}}, clearBytes(split))
 	require.EqualValues(t, 50, calls())
 	require.EqualValues(t, 40, scalar("SELECT count(*) FROM "+q(leaf(hour))))
+	require.EqualValues(t, 10, scalar("SELECT count(*) FROM "+q(leaf(hour.Add(-time.Hour)))))
 
 	// The same from stream entries.
 	var s entry.Entries
@@ -188,6 +196,24 @@ func TestPartitionRouting(t *testing.T) {
 	require.EqualValues(t, 7, scalar(fmt.Sprintf("SELECT count(*) FROM %s WHERE start_time >= '%s'", q("spans"), hour.Add(5*time.Minute).Format(time.RFC3339))))
 	require.EqualValues(t, 87, calls())
 
+	// Spans a month old (no partition of theirs is listed: the default
+	// one holds them), of the hour before and of the hour after, from
+	// stream entries: the old ones through spans_rows, the others into
+	// their partitions.
+	s.Reset(layout)
+	eb.Reset()
+	eb.AddTraces(aiCalls(12, hour.Add(-30*24*time.Hour), hour.Add(-55*time.Minute), hour.Add(65*time.Minute)))
+	e, err = entry.Append(nil, &eb, true)
+	require.NoError(t, err)
+	require.NoError(t, s.Add(e))
+	eres, err = w.WriteEntries(ctx, &s, &Ledger{Stream: "st", IDs: []string{"2-0"}})
+	require.NoError(t, err)
+	require.Equal(t, []TableResult{{Table: "spans", Rows: 4}, {Table: "spans", Rows: 4, Partition: leaf(hour.Add(-time.Hour))},
+		{Table: "spans", Rows: 4, Partition: leaf(hour.Add(time.Hour))}}, clearBytes(eres))
+	require.EqualValues(t, 99, calls())
+	require.EqualValues(t, 14, scalar("SELECT count(*) FROM "+q(leaf(hour.Add(-time.Hour)))))
+	require.EqualValues(t, 4, scalar("SELECT count(*) FROM "+q(leaf(hour.Add(time.Hour)))))
+
 	// Every call is in the raw call view once, as in the partials.
-	require.EqualValues(t, 87-70, scalar("SELECT count(*) FROM "+q("gen_ai_calls")), "the raw calls left attached")
+	require.EqualValues(t, 99-70, scalar("SELECT count(*) FROM "+q("gen_ai_calls")), "the raw calls left attached")
 }

@@ -25,9 +25,10 @@ type TableResult struct {
 	Rows     int // rows written
 	Bytes    int
 	Rejected int // rows refused and stored in the rejects table instead
-	// Partition is the partition the rows were copied into, when they all
-	// fell in one that routing picked (partitions.go); empty when they went
-	// through Table's stored table.
+	// Partition is the partition the rows were copied into, when routing
+	// picked one (partitions.go); empty when they went through Table's
+	// stored table. A table's rows over several partitions are copied into
+	// each in a COPY of its own, one TableResult each.
 	Partition string
 }
 
@@ -145,9 +146,9 @@ func (w *Writer) write(ctx context.Context, b *rows.Batch, l *Ledger) ([]TableRe
 	out, err := w.copyAll(ctx, l, func(i int) (io.Reader, int, int, error) {
 		data, err := b.Data(i)
 		return bytes.NewReader(data), b.Rows(i), len(data), err
-	}, func(i int) (int64, int64, bool) {
+	}, func(i int) ([]byte, bool) {
 		e := b.Encoder(i)
-		return pgcopy.FirstInt64Range(e.Tuples(0, e.Rows()), len(w.layout.Table(i).Columns))
+		return e.Tuples(0, e.Rows()), true
 	})
 	if err != nil && Classify(err) == Data {
 		return w.isolate(ctx, b, l, err)
@@ -170,7 +171,7 @@ func (w *Writer) WriteEntries(ctx context.Context, s *entry.Entries, l *Ledger) 
 			return nil, 0, 0, nil
 		}
 		return s.TableReader(i), s.Rows(i), s.Size(i) + framing, nil
-	}, s.FirstInt64Range)
+	}, s.Tuples)
 }
 
 // tableOrder is the order a batch's tables are written in: the dictionary
@@ -189,11 +190,12 @@ var framing = len(pgcopy.Header()) + len(pgcopy.Trailer())
 
 // copyAll runs one transaction: l into the ledger (when set), then one COPY
 // per table that table returns a reader for (nil: no rows), into the
-// partition its rows' first column falls in when keys gives their range and
-// routing finds one (partitions.go), else into the table. It costs two round
-// trips however many statements the flush needs (flushtx.go).
+// partition its rows' first column falls in when tuples gives the rows and
+// routing finds one (partitions.go), else into the table; rows over several
+// partitions in one COPY per partition. It costs two round trips however
+// many statements the flush needs (flushtx.go).
 func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io.Reader, rows, size int, err error),
-	keys func(i int) (lo, hi int64, ok bool)) ([]TableResult, error) {
+	tuples func(i int) ([]byte, bool)) ([]TableResult, error) {
 	w.partitions.refresh(ctx, w.pool)
 	f := flushTx{w: w}
 	for _, i := range tableOrder {
@@ -211,7 +213,7 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 			}
 			continue
 		}
-		f.copies = append(f.copies, w.plan(i, r, n, size, keys))
+		f.copies = append(f.copies, w.plan(i, r, n, size, tuples)...)
 	}
 	if err := f.run(ctx, l); err != nil {
 		return nil, err
@@ -225,21 +227,61 @@ func (w *Writer) copyAll(ctx context.Context, l *Ledger, table func(i int) (r io
 
 // plan is table i's COPY: into the partition its rows all fall in when
 // routing finds one, to be claimed in the transaction, else into the table.
-func (w *Writer) plan(i int, r io.Reader, n, size int, keys func(i int) (lo, hi int64, ok bool)) tableCopy {
+// Rows over several partitions listed are split into one COPY each
+// (maxPieces at most), any below the first one listed into a COPY into the
+// table: through the stored table, PostgreSQL would insert them one at a
+// time under the AI spend capture's transition table.
+func (w *Writer) plan(i int, r io.Reader, n, size int, tuples func(i int) ([]byte, bool)) []tableCopy {
 	c := tableCopy{table: i, r: r, rows: n, size: size}
 	parts := w.partitions.of(w.layout.Table(i).Store)
 	if len(parts) == 0 {
-		return c
+		return []tableCopy{c}
 	}
-	lo, hi, ok := keys(i) // only now: it reads every row
+	data, ok := tuples(i) // only now: the range reads every row
 	if !ok {
-		return c
+		return []tableCopy{c}
 	}
-	if part, found := findPartition(parts, lo); found {
-		c.claim = &claim{part: part, lo: lo, hi: hi}
+	fields := len(w.layout.Table(i).Columns)
+	lo, hi, ok := pgcopy.FirstInt64Range(data, fields)
+	if !ok {
+		return []tableCopy{c}
 	}
-	return c
+	first, last := partitionIndex(parts, lo), partitionIndex(parts, hi)
+	if first == last {
+		if first >= 0 {
+			c.claim = &claim{part: parts[first], lo: lo, hi: hi}
+		}
+		return []tableCopy{c}
+	}
+	if last-first+1 > maxPieces {
+		return []tableCopy{c}
+	}
+	bounds := make([]int64, 0, last-first)
+	for k := first + 1; k <= last; k++ {
+		bounds = append(bounds, parts[k].lo)
+	}
+	pieces, ok := pgcopy.SplitFirstInt64(data, fields, bounds)
+	if !ok {
+		return []tableCopy{c}
+	}
+	out := make([]tableCopy, 0, len(pieces))
+	for k, p := range pieces {
+		if p.Rows == 0 {
+			continue
+		}
+		pc := tableCopy{table: i, r: pgcopy.NewReader(p.Tuples), rows: p.Rows, size: len(p.Tuples) + framing}
+		if first+k >= 0 {
+			pc.claim = &claim{part: parts[first+k], lo: p.Lo, hi: p.Hi}
+		}
+		out = append(out, pc)
+	}
+	return out
 }
+
+// maxPieces is the most COPYs one table's rows are split into, by
+// partition: past it (a backfill over many partitions) they go through the
+// stored table in one.
+const maxPieces = 32
 
 // copySQL is the COPY statement of c: into its partition when the claim
 // holds, else into the table.
