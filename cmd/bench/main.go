@@ -606,7 +606,7 @@ func (b *bench) runAll(ctx context.Context, rep *report, parts []string, scale [
 		}
 		rep.Exporters = rs
 	}
-	rep.Targets = targets(rep.Strategies)
+	rep.Targets = targets(rep.Strategies, rep.Ceiling)
 	rep.Notes = append(rep.Notes, b.standingNotes(rep)...)
 	return nil
 }
@@ -620,19 +620,31 @@ type measure struct {
 
 // repeat runs every measure b.runs times, interleaved so that a burst of
 // load from elsewhere on the machine hits different measures, and keeps each
-// one's fastest run. A measure that does not succeed is not retried.
+// one's fastest run, with every run's rows/s. A measure that does not
+// succeed is not retried.
 func (b *bench) repeat(ctx context.Context, ms []measure, users int) []result {
 	best := make([]result, len(ms))
+	runs := make([][]float64, len(ms))
+	done := func() []result {
+		for i := range best {
+			best[i].Runs = runs[i]
+		}
+		return best
+	}
 	for run := range b.runs {
 		for i, m := range ms {
+			runs[i] = append(runs[i], 0)
 			if ctx.Err() != nil {
-				return best
+				return done()
 			}
 			if run > 0 && best[i].Status != "ok" {
 				continue
 			}
 			b.progress.step(fmt.Sprintf("%s @ %d users, run %d/%d", m.name, users, run+1, b.runs))
 			r := m.run()
+			if r.Status == "ok" {
+				runs[i][run] = r.RowsPerS
+			}
 			switch {
 			case run == 0:
 				best[i] = r
@@ -643,7 +655,7 @@ func (b *bench) repeat(ctx context.Context, ms []measure, users int) []result {
 			}
 		}
 	}
-	return best
+	return done()
 }
 
 func firstFile(ds *dataset) string {

@@ -27,6 +27,9 @@ type result struct {
 	RatioToCeiling float64 `json:"ratio_to_ceiling"`
 	Status         string  `json:"status"` // ok, skipped, unavailable, failed
 	Note           string  `json:"note,omitempty"`
+	// Runs is the rows/s of every run, in round order (0: the run failed
+	// or did not run); the figures above are the fastest's.
+	Runs []float64 `json:"runs_rows_per_s,omitempty"`
 	// PeakRSSMiB is the collector's peak resident set (VmHWM), collector runs only.
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
 	// InputRSSMiB is the collector's resident set (VmRSS) when generation

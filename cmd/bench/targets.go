@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -46,10 +47,19 @@ type target struct {
 	AheadOfCopy *bool `json:"ahead_of_plain_copy,omitempty"`
 	// VsPreRendered is its rows/s over preRenderedCopy's (0 when that did not run).
 	VsPreRendered float64 `json:"vs_pre_rendered_copy,omitempty"`
+	// ByRound are its ratios run by run: each run against the ceiling's
+	// and plainCopy's runs of the same round (measures run interleaved), 0
+	// where one of the two did not succeed; the fastest-of-each figures
+	// above hide how far they move on a shared machine.
+	ByRound           []float64 `json:"ratio_to_ceiling_by_round,omitempty"`
+	VsPlainByRound    []float64 `json:"vs_plain_copy_by_round,omitempty"`
+	MedianRatio       float64   `json:"ratio_to_ceiling_median,omitempty"`
+	MedianVsPlainCopy float64   `json:"vs_plain_copy_median,omitempty"`
 }
 
-// targets checks targetStrategy at every scale it ran at with a ceiling.
-func targets(strategies []result) []target {
+// targets checks targetStrategy at every scale it ran at with a ceiling
+// (ceilings: the ceiling runs, references included).
+func targets(strategies, ceilings []result) []target {
 	rate := func(key string, users int) float64 {
 		for _, r := range strategies {
 			if r.Key == key && r.Users == users && r.Status == "ok" {
@@ -88,6 +98,26 @@ func targets(strategies []result) []target {
 		if p := rate(preRenderedCopy, r.Users); p > 0 {
 			t.VsPreRendered = r.RowsPerS / p
 		}
+		// Round by round: the best ceiling run of each round.
+		var ceiling []float64
+		for _, c := range ceilings {
+			if c.Kind == "ceiling" && c.Users == r.Users {
+				for k, v := range c.Runs {
+					if k >= len(ceiling) {
+						ceiling = append(ceiling, 0)
+					}
+					ceiling[k] = max(ceiling[k], v)
+				}
+			}
+		}
+		var plain []float64
+		for _, p := range strategies {
+			if p.Key == plainCopy && p.Users == r.Users {
+				plain = p.Runs
+			}
+		}
+		t.ByRound, t.MedianRatio = roundRatios(r.Runs, ceiling)
+		t.VsPlainByRound, t.MedianVsPlainCopy = roundRatios(r.Runs, plain)
 	}
 	var kept []target
 	for _, t := range out {
@@ -100,6 +130,29 @@ func targets(strategies []result) []target {
 		kept = append(kept, t)
 	}
 	return kept
+}
+
+// roundRatios is runs over of, round by round (0 where either is 0), and
+// the median of those that are not; nil, 0 when none is.
+func roundRatios(runs, of []float64) ([]float64, float64) {
+	var out, ok []float64
+	for k, v := range runs {
+		q := 0.0
+		if k < len(of) && v > 0 && of[k] > 0 {
+			q = v / of[k]
+			ok = append(ok, q)
+		}
+		out = append(out, q)
+	}
+	if len(ok) == 0 {
+		return nil, 0
+	}
+	slices.Sort(ok)
+	m := ok[len(ok)/2]
+	if len(ok)%2 == 0 {
+		m = (ok[len(ok)/2-1] + m) / 2
+	}
+	return out, m
 }
 
 // ratioFor is the ceiling target at users.
@@ -144,6 +197,32 @@ func targetsMarkdown(ts []target) string {
 			lost += " (" + strings.Join(t.Lost, ", ") + ")"
 		}
 		w("| %d | %s | %.2f | %s | %s | %s | %s | %s | %s |\n", t.Users, got, t.Target, yesNo(t.MeetsCeiling), ratio(t.VsPlainCopy), ahead, ratio(t.VsPreRendered), lost, yesNo(t.NoRowsLost))
+	}
+	w("\n")
+	var rounds []target
+	for _, t := range ts {
+		if len(t.ByRound) > 1 || len(t.VsPlainByRound) > 1 {
+			rounds = append(rounds, t)
+		}
+	}
+	if len(rounds) == 0 {
+		return sb.String()
+	}
+	w("The figures above set each strategy's fastest run against the ceiling's fastest. Run by run, each run against the ceiling's and plain COPY's runs of the same round (they run interleaved), and the median of the rounds:\n\n")
+	w("| Users | × ceiling, by round | median | × plain COPY, by round | median |\n")
+	w("|---:|---|---:|---|---:|\n")
+	byRound := func(vs []float64) string {
+		parts := make([]string, len(vs))
+		for k, v := range vs {
+			parts[k] = ratio(v)
+		}
+		if len(parts) == 0 {
+			return "–"
+		}
+		return strings.Join(parts, " / ")
+	}
+	for _, t := range rounds {
+		w("| %d | %s | %s | %s | %s |\n", t.Users, byRound(t.ByRound), ratio(t.MedianRatio), byRound(t.VsPlainByRound), ratio(t.MedianVsPlainCopy))
 	}
 	w("\n")
 	return sb.String()

@@ -29,7 +29,7 @@ func TestTargets(t *testing.T) {
 		// A scale without the target strategy and nothing lost is left out.
 		res(plainCopy, 2000, 50_000, 0.7),
 	}
-	got := targets(strategies)
+	got := targets(strategies, nil)
 	if len(got) != 5 {
 		t.Fatalf("got %d targets, want 5: %+v", len(got), got)
 	}
@@ -66,6 +66,41 @@ func TestTargets(t *testing.T) {
 	}
 	if targetsMarkdown(nil) != "" {
 		t.Error("a run without the target strategy has a Targets section")
+	}
+}
+
+// TestTargetsByRound: each run of the target strategy against the same
+// round's best ceiling run and plain COPY run, and their medians, shown
+// under the fastest-of-each figures.
+func TestTargetsByRound(t *testing.T) {
+	ceilings := []result{
+		{Kind: "ceiling", Users: 10, Status: "ok", RowsPerS: 100, Runs: []float64{100, 80, 90}},
+		{Kind: "ceiling", Users: 10, Status: "ok", RowsPerS: 95, Runs: []float64{90, 95, 0}},
+		// An unlogged reference is not the ceiling.
+		{Kind: "reference", Users: 10, Status: "ok", RowsPerS: 200, Runs: []float64{200, 200, 200}},
+	}
+	strategies := []result{
+		{Key: targetStrategy, Users: 10, Status: "ok", RowsPerS: 90, RatioToCeiling: 0.9, Runs: []float64{90, 76, 0}},
+		{Key: plainCopy, Users: 10, Status: "ok", RowsPerS: 60, Runs: []float64{60, 50, 70}},
+	}
+	got := targets(strategies, ceilings)
+	if len(got) != 1 {
+		t.Fatalf("got %d targets: %+v", len(got), got)
+	}
+	g := got[0]
+	// Round 1: 90/100; round 2: 76/95; round 3: the target's run failed.
+	if len(g.ByRound) != 3 || !near(g.ByRound[0], 0.9) || !near(g.ByRound[1], 0.8) || g.ByRound[2] != 0 || !near(g.MedianRatio, 0.85) {
+		t.Errorf("by round = %v, median %v; want 0.90 / 0.80 / 0, 0.85", g.ByRound, g.MedianRatio)
+	}
+	if len(g.VsPlainByRound) != 3 || !near(g.VsPlainByRound[0], 1.5) || !near(g.VsPlainByRound[1], 1.52) || !near(g.MedianVsPlainCopy, 1.51) {
+		t.Errorf("against plain COPY by round = %v, median %v; want 1.50 / 1.52 / 0, 1.51", g.VsPlainByRound, g.MedianVsPlainCopy)
+	}
+	md := targetsMarkdown(got)
+	if !strings.Contains(md, "| 10 | 0.90 / 0.80 / – | 0.85 | 1.50 / 1.52 / – | 1.51 |") {
+		t.Errorf("Targets section lacks the rounds:\n%s", md)
+	}
+	if _, m := roundRatios([]float64{1, 2, 3}, []float64{1, 1, 1}); m != 2 {
+		t.Errorf("median of 1, 2, 3 = %v", m)
 	}
 }
 
