@@ -116,6 +116,11 @@ func strategies() []strategy {
 		// 20 client connections share -pgbouncer-pool server connections.
 		{key: "pgbouncer", app: &appStrategy{name: "INSERT 500 x 20 via pgbouncer", conns: 20, batch: 500, viaPgbouncer: true}},
 		{key: "postgrescopy", name: "postgrescopy direct"},
+		// Direct mode acknowledges a request once its rows are committed, so
+		// its rate is the requests in flight over a write's latency: with the
+		// loadgen's 2 callers it measures that wait, with 16 (a collector in
+		// front of many SDKs and agents) what the exporter writes.
+		{key: "postgrescopy-16", name: "postgrescopy direct, 16 callers", loadgen: map[string]any{"concurrency": 16}},
 		{key: "postgrescopy-redis", name: "postgrescopy + Redis", redis: true},
 	}, redisHAStrategies()...)
 }
@@ -190,7 +195,7 @@ func run() int {
 	fs.IntVar(&b.users, "users", 10, "users for the mixed and indexes parts")
 	fs.IntVar(&b.events, "events", 1900, "events (spans + data points + log records) per user")
 	fs.Uint64Var(&b.seed, "seed", 1, "loadgen seed: the same seed writes the same rows")
-	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,copy-5000-maps,pgbouncer,postgrescopy,postgrescopy-redis,postgrescopy-redis-replica,postgrescopy-redis-cluster", "write strategies to run")
+	fs.StringVar(&stratFlag, "strategies", "insert-1,insert-500,copy-5000,copy-5000-maps,pgbouncer,postgrescopy,postgrescopy-16,postgrescopy-redis,postgrescopy-redis-replica,postgrescopy-redis-cluster", "write strategies to run")
 	fs.DurationVar(&insertBudget, "insert-budget", 90*time.Second, "skip a larger scale of one-row INSERT when the previous scale's rate says it would take longer")
 	fs.IntVar(&b.readers, "readers", 8, "reader connections in the mixed part")
 	fs.BoolVar(&b.replica, "replica", true, "mixed part: run it on the bench's own primary (initdb) and also send the readers to a streaming replica of it (pg_basebackup); reported unavailable when that cannot be set up")

@@ -214,6 +214,22 @@ func TestPartitionRouting(t *testing.T) {
 	require.EqualValues(t, 14, scalar("SELECT count(*) FROM "+q(leaf(hour.Add(-time.Hour)))))
 	require.EqualValues(t, 4, scalar("SELECT count(*) FROM "+q(leaf(hour.Add(time.Hour)))))
 
+	// Spans over more partitions than a write splits into (a backfill)
+	// go through spans_rows in one COPY.
+	_, err = schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: time.Hour, Premake: maxPieces + 4})
+	require.NoError(t, err)
+	w.partitions.stale()
+	var wide []time.Time
+	for h := range maxPieces + 1 {
+		wide = append(wide, hour.Add(time.Duration(h+2)*time.Hour+time.Minute))
+	}
+	b.Reset()
+	b.AddTraces(aiCalls(len(wide), wide...))
+	split, err = w.Write(ctx, &b)
+	require.NoError(t, err)
+	require.Equal(t, []TableResult{{Table: "spans", Rows: maxPieces + 1}}, clearBytes(split))
+	require.EqualValues(t, 99+maxPieces+1, calls())
+
 	// Every call is in the raw call view once, as in the partials.
-	require.EqualValues(t, 99-70, scalar("SELECT count(*) FROM "+q("gen_ai_calls")), "the raw calls left attached")
+	require.EqualValues(t, 99+maxPieces+1-70, scalar("SELECT count(*) FROM "+q("gen_ai_calls")), "the raw calls left attached")
 }
