@@ -5,7 +5,7 @@
 // text in the repository and regenerating it from the same report gives the
 // same bytes (the test checks the committed chart against its report).
 //
-//	go run ./cmd/benchchart -in bench/results/20261207-055820.json -out docs/images/throughput.svg
+//	go run ./cmd/benchchart -in bench/results/20261207-081425.json -out docs/images/throughput.svg
 package main
 
 import (
@@ -49,15 +49,16 @@ var series = []struct {
 	match func(result) bool
 }{
 	{"psql \\copy (ceiling)", func(r result) bool { return r.Kind == "ceiling" && r.Ratio == 1 }},
-	{"plain COPY (pgx CopyFrom, maps)", func(r result) bool { return r.Key == "copy-5000-maps" }},
-	{"postgrescopy direct", func(r result) bool { return r.Key == "postgrescopy" }},
+	{"plain COPY (pgx)", func(r result) bool { return r.Key == "copy-5000-maps" }},
+	{"direct, 2 callers", func(r result) bool { return r.Key == "postgrescopy" }},
+	{"direct, 16 callers", func(r result) bool { return r.Key == "postgrescopy-16" }},
 	{"postgrescopy + Redis", func(r result) bool { return r.Key == "postgrescopy-redis" }},
 }
 
-var colors = []string{"#4c78a8", "#f58518", "#54a24b", "#b279a2"}
+var colors = []string{"#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2"}
 
 func main() {
-	in := flag.String("in", "bench/results/20261207-055820.json", "the bench report (JSON) to draw")
+	in := flag.String("in", "bench/results/20261207-081425.json", "the bench report (JSON) to draw")
 	out := flag.String("out", "docs/images/throughput.svg", "where to write the SVG")
 	flag.Parse()
 	data, err := os.ReadFile(*in)
