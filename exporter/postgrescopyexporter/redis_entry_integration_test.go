@@ -135,7 +135,7 @@ func TestRedisDamagedEntryWhileStreaming(t *testing.T) {
 	for req := 1; req <= 4; req++ {
 		e := copyEntry(t, own, modelTraces(req, per), true)
 		if req == 3 {
-			e[len(e)-10] ^= 0x01
+			damageBlock(own, e)
 		}
 		_, err := s.AddEntry(ctx, "", entry.Format, e, per)
 		require.NoError(t, err)

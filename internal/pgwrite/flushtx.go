@@ -42,6 +42,9 @@ type tableCopy struct {
 	size      int
 	claim     *claim // nil: not routed
 	statement int    // index of the claim's bounds query in the pipeline
+	// piece: these are some of the table's rows, split by partition
+	// (Writer.plan); a refusal's line counts them, not the batch's.
+	piece bool
 }
 
 func (c tableCopy) partition() string {
@@ -259,8 +262,18 @@ func (f *flushTx) copyError(pc *pgconn.PgConn, k int, err error) error {
 		// constraint): nothing of the batch is committed.
 		return fmt.Errorf("commit: %w", err)
 	}
+	if c.piece {
+		err = pieceError{err}
+	}
 	return fmt.Errorf("copy into %s: %w", f.w.names[c.table], err)
 }
+
+// pieceError is a COPY's error when the COPY held part of its table's rows
+// (split by partition): the line its context names is not the batch's row,
+// so isolation does not take it for one (refusedRow).
+type pieceError struct{ error }
+
+func (e pieceError) Unwrap() error { return e.error }
 
 func (w *Writer) ledgerInsertSQL() string {
 	return "INSERT INTO " + w.ledgerTable + " (stream, entry_id) SELECT $1, unnest($2::text[])"

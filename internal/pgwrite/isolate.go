@@ -494,9 +494,11 @@ func describe(err error) (code, msg, detail string) {
 // range, and the caller halves the run instead.
 func refusedRow(err error, table string, sp span) (int, bool) {
 	var pgErr *pgconn.PgError
-	if !useLineNumbers || !errors.As(err, &pgErr) || CitusForwarded(err) {
+	var piece pieceError
+	if !useLineNumbers || !errors.As(err, &pgErr) || CitusForwarded(err) || errors.As(err, &piece) {
 		// A Citus coordinator's context names the line it was reading when
-		// a worker's refusal came back, not the refused row.
+		// a worker's refusal came back, not the refused row; a COPY of part
+		// of the rows (split by partition) counts lines from its first.
 		return 0, false
 	}
 	prefix := "COPY " + table + ", line "

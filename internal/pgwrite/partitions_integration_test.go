@@ -233,3 +233,57 @@ func TestPartitionRouting(t *testing.T) {
 	// Every call is in the raw call view once, as in the partials.
 	require.EqualValues(t, 99+maxPieces+1-70, scalar("SELECT count(*) FROM "+q("gen_ai_calls")), "the raw calls left attached")
 }
+
+// A row refused in a batch split by partition is found and rejected alone:
+// the refusal's line counts the rows of its partition's COPY, not the
+// batch's, so isolation does not take it for the batch's row of that
+// number (which would reject a good row and store the bad one's
+// neighbours twice over).
+func TestPartitionSplitIsolation(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	name := pgtest.Schema(t, pool)
+	layout, err := tables.NewLayout(tables.GenAI())
+	require.NoError(t, err)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = schema.Migrate(ctx, conn.Conn(), name)
+	if err == nil {
+		err = schema.AddColumns(ctx, conn.Conn(), name, schema.PromotedColumns(layout))
+	}
+	conn.Release()
+	require.NoError(t, err)
+	_, err = schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: time.Hour, Premake: 2})
+	require.NoError(t, err)
+	q := func(table string) string { return pgx.Identifier{name, table}.Sanitize() }
+	_, err = pool.Exec(ctx, "ALTER TABLE "+q("spans_rows")+" ADD CONSTRAINT no_poison CHECK (span_name IS DISTINCT FROM 'poison')")
+	require.NoError(t, err)
+
+	hour := time.Now().UTC().Truncate(time.Hour)
+	// Rows alternate: a month old (the default partition, through
+	// spans_rows), the hour before, this hour. Rows 6 and 7 are the third
+	// of the old ones and of the hour before's: each the third line of its
+	// COPY, where the batch's third row is a good one.
+	td := aiCalls(12, hour.Add(-30*24*time.Hour), hour.Add(-30*time.Minute), hour.Add(30*time.Minute))
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	spans.At(7).SetName("poison")
+	spans.At(6).SetName("poison")
+	w := NewLayoutWriter(pool, name, layout)
+	var b rows.Batch
+	b.SetLayout(layout)
+	b.AddTraces(td)
+	res, err := w.Write(ctx, &b)
+	require.NoError(t, err)
+	require.Equal(t, []TableResult{{Table: "spans", Rows: 10, Rejected: 2}}, clearBytes(res))
+	got := map[string]int{}
+	rs, err := pool.Query(ctx, "SELECT span_name, count(*) FROM "+q("spans")+" GROUP BY 1")
+	require.NoError(t, err)
+	var n int
+	var s string
+	_, err = pgx.ForEachRow(rs, []any{&s, &n}, func() error { got[s] = n; return nil })
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"chat": 10}, got, "every good span once, no poison")
+	var rejected int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+q("rejects")+" WHERE row_json->>'span_name' = 'poison'").Scan(&rejected))
+	require.Equal(t, 2, rejected)
+}

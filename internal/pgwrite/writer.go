@@ -269,7 +269,7 @@ func (w *Writer) plan(i int, r io.Reader, n, size int, tuples func(i int) ([]byt
 		if p.Rows == 0 {
 			continue
 		}
-		pc := tableCopy{table: i, r: pgcopy.NewReader(p.Tuples), rows: p.Rows, size: len(p.Tuples) + framing}
+		pc := tableCopy{table: i, r: pgcopy.NewReader(p.Tuples), rows: p.Rows, size: len(p.Tuples) + framing, piece: true}
 		if first+k >= 0 {
 			pc.claim = &claim{part: parts[first+k], lo: p.Lo, hi: p.Hi}
 		}
