@@ -15,7 +15,6 @@ import (
 	"github.com/postgrescopy/postgrescopy/internal/pgcopy"
 	"github.com/postgrescopy/postgrescopy/internal/rows"
 	"github.com/postgrescopy/postgrescopy/internal/schema"
-	"github.com/postgrescopy/postgrescopy/internal/tables"
 	"github.com/postgrescopy/postgrescopy/internal/testenv/pgtest"
 )
 
@@ -64,21 +63,7 @@ func aiCalls(n int, at ...time.Time) ptrace.Traces {
 func TestPartitionRouting(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	name := pgtest.Schema(t, pool)
-	layout, err := tables.NewLayout(tables.GenAI())
-	require.NoError(t, err)
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	_, err = schema.Migrate(ctx, conn.Conn(), name)
-	if err == nil {
-		err = schema.AddColumns(ctx, conn.Conn(), name, schema.PromotedColumns(layout))
-	}
-	conn.Release()
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, "SELECT "+pgx.Identifier{name, "postgrescopy_ai_configure"}.Sanitize()+"('[]', NULL)")
-	require.NoError(t, err)
-	_, err = schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: time.Hour, Premake: 2})
-	require.NoError(t, err)
+	name, layout := routedSchema(t, pool)
 	q := func(table string) string { return pgx.Identifier{name, table}.Sanitize() }
 	scalar := func(sql string) int64 {
 		var n int64
@@ -242,21 +227,9 @@ func TestPartitionRouting(t *testing.T) {
 func TestPartitionSplitIsolation(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	name := pgtest.Schema(t, pool)
-	layout, err := tables.NewLayout(tables.GenAI())
-	require.NoError(t, err)
-	conn, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	_, err = schema.Migrate(ctx, conn.Conn(), name)
-	if err == nil {
-		err = schema.AddColumns(ctx, conn.Conn(), name, schema.PromotedColumns(layout))
-	}
-	conn.Release()
-	require.NoError(t, err)
-	_, err = schema.Maintain(ctx, pool, name, schema.Partitioning{Interval: time.Hour, Premake: 2})
-	require.NoError(t, err)
+	name, layout := routedSchema(t, pool)
 	q := func(table string) string { return pgx.Identifier{name, table}.Sanitize() }
-	_, err = pool.Exec(ctx, "ALTER TABLE "+q("spans_rows")+" ADD CONSTRAINT no_poison CHECK (span_name IS DISTINCT FROM 'poison')")
+	_, err := pool.Exec(ctx, "ALTER TABLE "+q("spans_rows")+" ADD CONSTRAINT no_poison CHECK (span_name IS DISTINCT FROM 'poison')")
 	require.NoError(t, err)
 
 	hour := time.Now().UTC().Truncate(time.Hour)
