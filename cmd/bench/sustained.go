@@ -710,10 +710,45 @@ func (s *sampler) redisBacklog(ctx context.Context) (entries, bytes int64) {
 	return entries, bytes
 }
 
+// timeQuery runs sql on c to its last row and returns how long that took.
+func timeQuery(ctx context.Context, c *pgx.Conn, sql string) (time.Duration, error) {
+	qctx, cancel := context.WithTimeout(ctx, sustainedQueryDeadline)
+	defer cancel()
+	t0 := time.Now()
+	rows, err := c.Query(qctx, sql)
+	if err != nil {
+		return 0, err
+	}
+	for rows.Next() {
+	}
+	rows.Close()
+	return time.Since(t0), rows.Err()
+}
+
+// roundTripSQL follows every run of a point query on its connection: a
+// query that reads nothing, whose p95 is what any query waited for in that
+// round (a CPU, on a machine the readers and ingest keep busy), so each
+// point query's p95 reads against it.
+const roundTripSQL = "SELECT 1"
+
+// isPointQuery is a query the sustained targets hold to milliseconds.
+func isPointQuery(name string) bool {
+	return name == queryRecentErrors || name == queryTraceLookup
+}
+
 // sampleQueries runs every query queryRuns times, reader i taking queries
 // i, i+readers, ...; the trace lookup asks for traces picked at random.
+// After the queries come the round trips beside each point query
+// (roundTripSQL), in the order of their queries.
 func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
 	out := make([]queryStats, len(s.qs))
+	trip := map[int]int{} // a point query's index: its round trips' index in out
+	for qi, q := range s.qs {
+		if isPointQuery(q.Name) {
+			trip[qi] = len(out)
+			out = append(out, queryStats{})
+		}
+	}
 	// Trace ids to look up: TABLESAMPLE needs a table (the one under the
 	// spans view) and finds nothing in a small one; then the first ones.
 	var ids []any
@@ -743,8 +778,9 @@ func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
 		wg.Go(func() {
 			for qi := ri; qi < len(s.qs); qi += len(s.readers) {
 				q := s.qs[qi]
-				var lat []time.Duration
-				errs, spent := 0, time.Duration(0)
+				var lat, trips []time.Duration
+				errs, tripErrs, spent := 0, 0, time.Duration(0)
+				_, point := trip[qi]
 				for run := range s.queryRuns {
 					if run > 0 && spent >= s.budget {
 						break
@@ -768,6 +804,13 @@ func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
 					d := time.Since(t0)
 					spent += d
 					cancel()
+					if point && ctx.Err() == nil {
+						if t, err := timeQuery(ctx, rd.conn, roundTripSQL); err != nil {
+							tripErrs++
+						} else {
+							trips = append(trips, t)
+						}
+					}
 					if err != nil {
 						if ctx.Err() != nil {
 							break
@@ -778,6 +821,10 @@ func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
 					lat = append(lat, d)
 				}
 				out[qi] = summarize(q, lat, errs)
+				if point {
+					out[trip[qi]] = summarize(query{Name: q.Name + "_round_trip",
+						Title: fmt.Sprintf("%s after each run of: %s", roundTripSQL, strings.ToLower(q.Title[:1])+q.Title[1:])}, trips, tripErrs)
+				}
 			}
 		})
 	}
@@ -981,13 +1028,17 @@ func sustainedTargets(res *sustainedResult, wantRows int64, within time.Duration
 		{queryTokenCostLastDay, "token cost per model, team and day over the last 24 h, p95 at the end", sustainedTokenCostMs},
 	} {
 		v, runs, ok := p95(c.name)
-		label := fmt.Sprintf("%s (%d runs)", c.label, runs)
+		about := fmt.Sprintf("%d runs", runs)
 		// A dear query gets few runs within its budget: its p95 is then
 		// judged on what it has, a cheap one's needs sustainedMinRuns.
 		enough := runs >= sustainedMinRuns || c.limit >= sustainedTokenCostMs
 		if ok && !enough {
-			label = fmt.Sprintf("%s (%d runs, fewer than %d)", c.label, runs, sustainedMinRuns)
+			about += fmt.Sprintf(", fewer than %d", sustainedMinRuns)
 		}
+		if trip, _, ok := p95(c.name + "_round_trip"); ok {
+			about += fmt.Sprintf("; %s beside it: p95 %.2f ms", roundTripSQL, trip)
+		}
+		label := fmt.Sprintf("%s (%s)", c.label, about)
 		add(label, v, c.limit, "ms at most", ok && enough && v < c.limit)
 	}
 	return ts

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,91 @@ func TestWritersBetween(t *testing.T) {
 	}
 	if got := writersBetween(nil, nil); got != 0 {
 		t.Fatalf("no writers: %s", got)
+	}
+}
+
+// TestSampleQueriesRoundTrips runs a query round on a database holding two
+// loadgen users in the sustained part's schema: every query gets its runs,
+// and each point query a SELECT 1 after each of its runs, on its own
+// connection, which the targets name beside the point query's p95.
+func TestSampleQueriesRoundTrips(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := pgtest.Pool(t)
+	db := "pgcb_rounds_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	u, err := dbURL(pgtest.URL(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers, err := openReaders(ctx, u, 3, 10*time.Second)
+	t.Cleanup(func() {
+		for _, r := range readers {
+			_ = r.conn.Close(context.Background())
+		}
+		pool.Close()
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", db, err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = prepareSchema(ctx, conn.Conn(), sustainedSchema)
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTwoUsers(ctx, t, pool, sustainedSchema)
+	qs, err := sustainedQueries("../../queries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{progress: newProgress(1)}
+	defer b.progress.finish()
+	s := &sampler{b: b, adm: pool, readers: readers, qs: qs, queryRuns: 4, budget: 5 * time.Second}
+	got := s.sampleQueries(ctx)
+	if len(got) != len(qs)+2 {
+		t.Fatalf("%d query stats for %d queries, want 2 more (the point queries' round trips)", len(got), len(qs))
+	}
+	byName := map[string]queryStats{}
+	for i, q := range got {
+		if i < len(qs) && q.Name != qs[i].Name {
+			t.Errorf("stats %d are of %q, want %q", i, q.Name, qs[i].Name)
+		}
+		byName[q.Name] = q
+	}
+	for _, name := range []string{queryRecentErrors, queryTraceLookup} {
+		q, trip := byName[name], byName[name+"_round_trip"]
+		if q.Runs != 4 || q.Errors != 0 {
+			t.Errorf("%s: %d runs, %d errors, want 4 runs", name, q.Runs, q.Errors)
+		}
+		if trip.Runs != q.Runs+q.Errors || trip.P95Ms <= 0 || !strings.HasPrefix(trip.Title, "SELECT 1 after each run of: ") {
+			t.Errorf("%s's round trips: %+v, want one a run of %+v", name, trip, q)
+		}
+	}
+	if trip := byName[queryTokenCostLastDay+"_round_trip"]; trip.Runs != 0 {
+		t.Errorf("the token cost query got round trips: %+v", trip)
+	}
+	res := &sustainedResult{Status: "ok", Samples: []querySample{{Queries: got}}}
+	var labels []string
+	for _, tg := range sustainedTargets(res, 1, time.Minute) {
+		labels = append(labels, tg.Name)
+	}
+	if all := strings.Join(labels, "\n"); strings.Count(all, "SELECT 1 beside it: p95 ") != 2 {
+		t.Errorf("targets do not name the round trips' p95 beside both point queries:\n%s", all)
 	}
 }
