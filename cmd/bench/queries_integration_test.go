@@ -251,6 +251,13 @@ func viewColumns(tb tables.Table) string {
 func preparedSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
 	name := pgtest.Schema(t, pool)
+	prepareNamed(ctx, t, pool, name)
+	return name
+}
+
+// prepareNamed prepares schema name as the exporter prepares it.
+func prepareNamed(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name string) {
+	t.Helper()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -260,7 +267,6 @@ func preparedSchema(ctx context.Context, t *testing.T, pool *pgxpool.Pool) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return name
 }
 
 // twoUserSchema is a new schema, prepared as the exporter prepares it,

@@ -710,19 +710,20 @@ func (s *sampler) redisBacklog(ctx context.Context) (entries, bytes int64) {
 	return entries, bytes
 }
 
-// timeQuery runs sql on c to its last row and returns how long that took.
-func timeQuery(ctx context.Context, c *pgx.Conn, sql string) (time.Duration, error) {
+// timeQuery runs sql on c to its last row and returns how long that took,
+// a failed run's too.
+func timeQuery(ctx context.Context, c *pgx.Conn, sql string, args ...any) (time.Duration, error) {
 	qctx, cancel := context.WithTimeout(ctx, sustainedQueryDeadline)
 	defer cancel()
 	t0 := time.Now()
-	rows, err := c.Query(qctx, sql)
-	if err != nil {
-		return 0, err
+	rows, err := c.Query(qctx, sql, args...)
+	if err == nil {
+		for rows.Next() {
+		}
+		rows.Close()
+		err = rows.Err()
 	}
-	for rows.Next() {
-	}
-	rows.Close()
-	return time.Since(t0), rows.Err()
+	return time.Since(t0), err
 }
 
 // roundTripSQL follows every run of a point query on its connection: a
@@ -792,18 +793,8 @@ func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
 						}
 						args = []any{ids[run%len(ids)]}
 					}
-					qctx, cancel := context.WithTimeout(ctx, sustainedQueryDeadline)
-					t0 := time.Now()
-					rows, err := rd.conn.Query(qctx, q.SQL, args...)
-					if err == nil {
-						for rows.Next() {
-						}
-						rows.Close()
-						err = rows.Err()
-					}
-					d := time.Since(t0)
+					d, err := timeQuery(ctx, rd.conn, q.SQL, args...)
 					spent += d
-					cancel()
 					if point && ctx.Err() == nil {
 						if t, err := timeQuery(ctx, rd.conn, roundTripSQL); err != nil {
 							tripErrs++

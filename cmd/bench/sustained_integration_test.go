@@ -146,15 +146,7 @@ func TestSampleQueriesRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = prepareSchema(ctx, conn.Conn(), sustainedSchema)
-	conn.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
+	prepareNamed(ctx, t, pool, sustainedSchema)
 	writeTwoUsers(ctx, t, pool, sustainedSchema)
 	qs, err := sustainedQueries("../../queries")
 	if err != nil {
