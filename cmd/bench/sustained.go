@@ -737,8 +737,39 @@ func isPointQuery(name string) bool {
 	return name == queryRecentErrors || name == queryTraceLookup
 }
 
+// traceIDs picks up to queryRuns distinct trace ids at random over the whole
+// spans table, in random order. TABLESAMPLE SYSTEM visits its blocks in
+// table order, so a LIMIT on it keeps the oldest rows of the sample: the
+// sample is instead made small (from 0.01% of the blocks up, tenfold until
+// it holds enough traces) and shuffled whole. TABLESAMPLE needs a table: the
+// one under the spans view.
+func (s *sampler) traceIDs(ctx context.Context) []any {
+	spans := schema.Qualified(sustainedSchema, tables.Tables[tables.IdxSpans].Store)
+	var ids []any
+	for _, pct := range []float64{0.01, 0.1, 1, 10, 100} {
+		if len(ids) >= s.queryRuns {
+			break
+		}
+		r, err := s.adm.Query(ctx, fmt.Sprintf("SELECT trace_id FROM (SELECT DISTINCT trace_id FROM %s TABLESAMPLE SYSTEM ($1) WHERE trace_id IS NOT NULL) t ORDER BY random() LIMIT $2", spans), pct, s.queryRuns)
+		if err != nil {
+			s.b.logf("sustained: trace ids: %v", err)
+			return ids
+		}
+		ids = ids[:0]
+		for r.Next() {
+			var id [16]byte
+			if r.Scan(&id) == nil {
+				ids = append(ids, id)
+			}
+		}
+		r.Close()
+	}
+	return ids
+}
+
 // sampleQueries runs every query queryRuns times, reader i taking queries
-// i, i+readers, ...; the trace lookup asks for traces picked at random.
+// i, i+readers, ...; the trace lookup asks for traces picked at random
+// (traceIDs), each once while there are enough.
 // After the queries come the round trips beside each point query
 // (roundTripSQL), in the order of their queries.
 func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
@@ -750,30 +781,7 @@ func (s *sampler) sampleQueries(ctx context.Context) []queryStats {
 			out = append(out, queryStats{})
 		}
 	}
-	// Trace ids to look up: TABLESAMPLE needs a table (the one under the
-	// spans view) and finds nothing in a small one; then the first ones.
-	var ids []any
-	spans := schema.Qualified(sustainedSchema, tables.Tables[tables.IdxSpans].Store)
-	for _, sql := range []string{
-		fmt.Sprintf("SELECT trace_id FROM %s TABLESAMPLE SYSTEM (1) LIMIT %d", spans, s.queryRuns),
-		fmt.Sprintf("SELECT trace_id FROM %s LIMIT %d", spans, s.queryRuns),
-	} {
-		if len(ids) > 0 {
-			break
-		}
-		r, err := s.adm.Query(ctx, sql)
-		if err != nil {
-			s.b.logf("sustained: trace ids: %v", err)
-			continue
-		}
-		for r.Next() {
-			var id [16]byte
-			if r.Scan(&id) == nil {
-				ids = append(ids, id)
-			}
-		}
-		r.Close()
-	}
+	ids := s.traceIDs(ctx)
 	var wg sync.WaitGroup
 	for ri, rd := range s.readers {
 		wg.Go(func() {

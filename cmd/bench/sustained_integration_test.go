@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"strconv"
 	"strings"
@@ -120,27 +121,11 @@ func TestSampleQueriesRoundTrips(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	admin := pgtest.Pool(t)
-	db := "pgcb_rounds_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	u, err := dbURL(pgtest.URL(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, u := sustainedDB(ctx, t, "pgcb_rounds_")
 	readers, err := openReaders(ctx, u, 3, 10*time.Second)
 	t.Cleanup(func() {
 		for _, r := range readers {
 			_ = r.conn.Close(context.Background())
-		}
-		pool.Close()
-		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database %s: %v", db, err)
 		}
 	})
 	if err != nil {
@@ -185,5 +170,79 @@ func TestSampleQueriesRoundTrips(t *testing.T) {
 	}
 	if all := strings.Join(labels, "\n"); strings.Count(all, "SELECT 1 beside it: p95 ") != 2 {
 		t.Errorf("targets do not name the round trips' p95 beside both point queries:\n%s", all)
+	}
+}
+
+// sustainedDB is a new database, dropped after the test, with the sustained
+// part's schema prepared in it: a pool on it and its URL.
+func sustainedDB(ctx context.Context, t *testing.T, prefix string) (*pgxpool.Pool, string) {
+	t.Helper()
+	admin := pgtest.Pool(t)
+	db := prefix + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	u, err := dbURL(pgtest.URL(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		if _, err := admin.Exec(context.Background(), "DROP DATABASE "+db+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", db, err)
+		}
+	})
+	prepareNamed(ctx, t, pool, sustainedSchema)
+	return pool, u
+}
+
+// TestTraceIDsSpread picks trace ids from a table of 20,000 one-span traces
+// written in order: they are distinct, as many as asked, and come from the
+// whole table, not from its oldest blocks (where a LIMIT on TABLESAMPLE
+// would take them).
+func TestTraceIDsSpread(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, _ := sustainedDB(ctx, t, "pgcb_traceids_")
+	writeTwoUsers(ctx, t, pool, sustainedSchema)
+	// Trace i's id holds i in its last 8 bytes.
+	if _, err := pool.Exec(ctx, `CREATE TEMP TABLE one AS SELECT * FROM otel.spans_rows LIMIT 1;
+		INSERT INTO otel.spans_rows SELECT (jsonb_populate_record(one, jsonb_build_object('trace_id', lpad(to_hex(i), 32, '0')))).*
+		FROM one, generate_series(1, 20000) i`); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{progress: newProgress(1)}
+	defer b.progress.finish()
+	s := &sampler{b: b, adm: pool, queryRuns: 50}
+	ids := s.traceIDs(ctx)
+	if len(ids) != 50 {
+		t.Fatalf("%d trace ids, want 50", len(ids))
+	}
+	seen, older, newer := map[[16]byte]bool{}, 0, 0
+	for _, a := range ids {
+		id := a.([16]byte)
+		if seen[id] {
+			t.Errorf("trace id %x picked twice", id)
+		}
+		seen[id] = true
+		switch i := binary.BigEndian.Uint64(id[8:]); {
+		case binary.BigEndian.Uint64(id[:8]) != 0 || i < 1 || i > 20000: // a loadgen trace
+		case i <= 10000:
+			older++
+		default:
+			newer++
+		}
+	}
+	// 50 picks, nearly all of the written traces: fewer than 10 in either
+	// half is a chance of about one in 10^5 for a uniform pick.
+	if older < 10 || newer < 10 {
+		t.Errorf("trace ids from the older half: %d, from the newer half: %d; want both 10 or more", older, newer)
 	}
 }
