@@ -611,14 +611,14 @@ func TestAISpendPartialsStayMerged(t *testing.T) {
 	if _, err := schema.Migrate(ctx, conn, s); err != nil {
 		t.Fatal(err)
 	}
-	if def := capture(); strings.Contains(def, "reltuples") || !strings.Contains(def, "pg_stat_get_live_tuples(") {
+	if def := capture(); strings.Contains(def, "reltuples") || !strings.Contains(def, ".postgrescopy_ai_merge(n)") {
 		t.Fatalf("the upgrade left the capture function as it was:\n%s", def)
 	}
 	if err := pricing.Configure(ctx, pool, s, aiDims[:1], 6*time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if def := capture(); !strings.Contains(def, "pg_stat_get_live_tuples(") || !strings.Contains(def, "gen_ai.agent.name") {
-		t.Fatalf("a capture function generated after the upgrade does not read the live rows, or kept the old dimensions:\n%s", def)
+	if def := capture(); !strings.Contains(def, ".postgrescopy_ai_merge(n)") || !strings.Contains(def, "gen_ai.agent.name") {
+		t.Fatalf("a capture function generated after the upgrade does not merge by the live rows, or kept the old dimensions:\n%s", def)
 	}
 	exec := func(sql string) {
 		t.Helper()
@@ -662,4 +662,71 @@ FROM generate_series(1, 300) m, generate_series(1, 4) k,
 	if n := count("SELECT count(*) FROM S.ai_spend_partial"); n > 2*groups {
 		t.Fatalf("%d partial rows for %d groups after %d statements: merges did not follow the table's live size", n, groups, statements)
 	}
+}
+
+// TestAISpendPartialsMergedAtDouble: a COPY merges the AI spend partials
+// every time they have doubled since the last merge, not by chance: after
+// each of 300 statements adding a row to each of 600 groups and minutes, the
+// table holds at most twice its merged size (at least 1,000 rows), and the
+// merges lose and double no call. Schemas 5 to 13
+// merged with the chance of a statement's rows over the table's: the table
+// reached k times its merged size with a chance of about 1/k each time, and
+// a sustained run's partials 30 rows per group and minute.
+func TestAISpendPartialsMergedAtDouble(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool := pgtest.Pool(t)
+	s := preparedSchema(ctx, t, pool)
+	if err := pricing.Configure(ctx, pool, s, aiDims[:1], 6*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Release()
+	// One connection throughout: each statement asks for its statistics to
+	// be flushed as it ends (an exporter's connection flushes them within
+	// about a second), so that the next one reads them.
+	conn := pc.Conn()
+	count := func(sql string) int64 {
+		t.Helper()
+		var n int64
+		if err := conn.QueryRow(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return n
+	}
+	const statements, groups, bound = 300, 4 * 150, 2 * 1000
+	insert := strings.ReplaceAll(`INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind,
+	status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+	gen_ai_provider_name, gen_ai_operation_name, gen_ai_request_model, gen_ai_input_tokens, gen_ai_output_tokens, gen_ai_agent_name)
+SELECT t, 0, t, 1000, 0, 'chat', 'Client', 'Unset', '{}', 0, 0, 0, 'openai', 'chat', 'model-' || k, 10, 20, 'team-a'
+FROM generate_series(1, 150) m, generate_series(1, 4) k,
+     LATERAL (SELECT date_trunc('minute', now()) - m * interval '1 minute' + interval '7 seconds' AS t) x; SELECT pg_stat_force_next_flush()`, "S.", pgx.Identifier{s}.Sanitize()+".")
+	rows, largest, merges := int64(0), int64(0), 0
+	for range statements {
+		if _, err := conn.Exec(ctx, insert); err != nil {
+			t.Fatal(err)
+		}
+		n := count("SELECT count(*) FROM S.ai_spend_partial")
+		if n < rows {
+			merges++
+		}
+		rows, largest = n, max(largest, n)
+		if n > bound {
+			t.Fatalf("ai_spend_partial holds %d rows for %d groups and minutes after %d merges, want at most %d: not merged once it doubled",
+				n, groups, merges, bound)
+		}
+	}
+	if n := count("SELECT sum(calls)::bigint FROM S.ai_spend_partial"); n != statements*groups {
+		t.Errorf("the partials hold %d calls, want %d", n, statements*groups)
+	}
+	if merges < statements/5 {
+		t.Errorf("%d merges in %d statements of %d rows each", merges, statements, groups)
+	}
+	t.Logf("%d merges, at most %d rows", merges, largest)
 }
