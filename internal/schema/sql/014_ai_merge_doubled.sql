@@ -8,9 +8,10 @@
 -- k-fold before a merge is about 1/k, so over a day of merges it reaches
 -- tens of times its merged size, and every reader of ai_spend_groups sums
 -- that many rows per group (the token cost query over 24 hours read 56,000
--- hour rows for 648 groups under sustained ingest). Now a COPY merges when
--- its rows would make the table more than twice what the last merge left
--- (at least 1,000 rows), the table's rows as the statistics count them.
+-- hour rows for 648 groups and hours under sustained ingest). Now a COPY
+-- merges when its rows would make the table more than twice what the last
+-- merge left (at least 1,000 rows), the table's rows as the statistics
+-- count them.
 --
 -- The statistics count a commit's rows within about a second of it (up to
 -- ten once its connection goes idle): until they count the last merge's
@@ -47,7 +48,7 @@ BEGIN
     )
     SELECT count(*) INTO gone FROM d;
     PERFORM {{schema}}.postgrescopy_ai_hours(p_from, 'infinity');
-    INSERT INTO {{schema}}.ai_spend_merged AS m
+    INSERT INTO {{schema}}.ai_spend_merged
     VALUES (true, (SELECT count(*) FROM {{schema}}.ai_spend_partial), del, del + gone)
     ON CONFLICT (id) DO UPDATE SET rows_after = excluded.rows_after, deleted_before = excluded.deleted_before,
                                    deleted_after = excluded.deleted_after;
