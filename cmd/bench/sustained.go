@@ -763,6 +763,10 @@ func (s *sampler) traceIDs(ctx context.Context) []any {
 			}
 		}
 		r.Close()
+		if err := r.Err(); err != nil {
+			s.b.logf("sustained: trace ids: %v", err)
+			return ids
+		}
 	}
 	return ids
 }
