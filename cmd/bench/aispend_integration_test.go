@@ -626,14 +626,7 @@ func TestAISpendPartialsStayMerged(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	count := func(sql string) int64 {
-		t.Helper()
-		var n int64
-		if err := conn.QueryRow(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return n
-	}
+	count := func(sql string) int64 { t.Helper(); return connCount(ctx, t, conn, s, sql) }
 	// The state a merge leaves: ANALYZE saw 400,000 rows, the merge then
 	// deleted them (rows of two days ago here, outside the late window).
 	exec("ALTER TABLE S.ai_spend_partial SET (autovacuum_enabled = false)")
@@ -649,12 +642,7 @@ FROM (SELECT date_trunc('minute', now()) - interval '2 days' - g * interval '1 s
 	// minutes: 1,200 new partial rows each, the same 1,200 groups.
 	const statements, groups = 20, 4 * 300
 	for range statements {
-		exec(`INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind,
-	status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
-	gen_ai_provider_name, gen_ai_operation_name, gen_ai_request_model, gen_ai_input_tokens, gen_ai_output_tokens, gen_ai_agent_name)
-SELECT t, 0, t, 1000, 0, 'chat', 'Client', 'Unset', '{}', 0, 0, 0, 'openai', 'chat', 'model-' || k, 10, 20, 'team-a'
-FROM generate_series(1, 300) m, generate_series(1, 4) k,
-     LATERAL (SELECT date_trunc('minute', now()) - m * interval '1 minute' + interval '7 seconds' AS t) x`)
+		exec(aiCallsSQL(300))
 	}
 	if n := count("SELECT sum(calls)::bigint FROM S.ai_spend_partial"); n != statements*groups {
 		t.Fatalf("the partials hold %d calls, want %d", n, statements*groups)
@@ -692,21 +680,9 @@ func TestAISpendPartialsMergedAtDouble(t *testing.T) {
 	// be flushed as it ends (an exporter's connection flushes them within
 	// about a second), so that the next one reads them.
 	conn := pc.Conn()
-	count := func(sql string) int64 {
-		t.Helper()
-		var n int64
-		if err := conn.QueryRow(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")).Scan(&n); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return n
-	}
+	count := func(sql string) int64 { t.Helper(); return connCount(ctx, t, conn, s, sql) }
 	const statements, groups, bound = 300, 4 * 150, 2 * 1000
-	insert := strings.ReplaceAll(`INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind,
-	status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
-	gen_ai_provider_name, gen_ai_operation_name, gen_ai_request_model, gen_ai_input_tokens, gen_ai_output_tokens, gen_ai_agent_name)
-SELECT t, 0, t, 1000, 0, 'chat', 'Client', 'Unset', '{}', 0, 0, 0, 'openai', 'chat', 'model-' || k, 10, 20, 'team-a'
-FROM generate_series(1, 150) m, generate_series(1, 4) k,
-     LATERAL (SELECT date_trunc('minute', now()) - m * interval '1 minute' + interval '7 seconds' AS t) x; SELECT pg_stat_force_next_flush()`, "S.", pgx.Identifier{s}.Sanitize()+".")
+	insert := strings.ReplaceAll(aiCallsSQL(150)+"; SELECT pg_stat_force_next_flush()", "S.", pgx.Identifier{s}.Sanitize()+".")
 	rows, largest, merges := int64(0), int64(0), 0
 	for range statements {
 		if _, err := conn.Exec(ctx, insert); err != nil {
@@ -729,4 +705,26 @@ FROM generate_series(1, 150) m, generate_series(1, 4) k,
 		t.Errorf("%d merges in %d statements of %d rows each", merges, statements, groups)
 	}
 	t.Logf("%d merges, at most %d rows", merges, largest)
+}
+
+// aiCallsSQL inserts into S.spans_rows a call of each of 4 models in each
+// of the last minutes minutes, 7 seconds into the minute: a partial row
+// per model and minute.
+func aiCallsSQL(minutes int) string {
+	return fmt.Sprintf(`INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, flags, span_name, span_kind,
+	status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+	gen_ai_provider_name, gen_ai_operation_name, gen_ai_request_model, gen_ai_input_tokens, gen_ai_output_tokens, gen_ai_agent_name)
+SELECT t, 0, t, 1000, 0, 'chat', 'Client', 'Unset', '{}', 0, 0, 0, 'openai', 'chat', 'model-' || k, 10, 20, 'team-a'
+FROM generate_series(1, %d) m, generate_series(1, 4) k,
+     LATERAL (SELECT date_trunc('minute', now()) - m * interval '1 minute' + interval '7 seconds' AS t) x`, minutes)
+}
+
+// connCount is sql's single number on conn, S. standing for schema s.
+func connCount(ctx context.Context, t *testing.T, conn *pgx.Conn, s, sql string) int64 {
+	t.Helper()
+	var n int64
+	if err := conn.QueryRow(ctx, strings.ReplaceAll(sql, "S.", pgx.Identifier{s}.Sanitize()+".")).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
 }
