@@ -114,6 +114,11 @@ func (c *Cluster) Primary(ctx context.Context, name string, settings []string) (
 // into the data directory name, starts it as a hot standby on a free port
 // and waits until the primary streams to it.
 func (c *Cluster) Standby(ctx context.Context, name string, primary *Server) (*Server, error) {
+	return c.standby(ctx, name, primary, "")
+}
+
+// standby is Standby with conf appended to the standby's settings.
+func (c *Cluster) standby(ctx context.Context, name string, primary *Server, conf string) (*Server, error) {
 	data := filepath.Join(c.dir, name)
 	slot := strings.ReplaceAll(name, "-", "_")
 	if out, err := c.run(ctx, filepath.Join(c.bin, "pg_basebackup"), "-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port),
@@ -127,7 +132,7 @@ func (c *Cluster) Standby(ctx context.Context, name string, primary *Server) (*S
 	if err != nil {
 		return nil, err
 	}
-	s, err := c.start(ctx, data, string(auto))
+	s, err := c.start(ctx, data, string(auto)+conf)
 	if err != nil {
 		return nil, fmt.Errorf("standby: %w", err)
 	}
