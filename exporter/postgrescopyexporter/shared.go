@@ -2,6 +2,7 @@ package postgrescopyexporter // import "github.com/postgrescopy/postgrescopy/exp
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/collector/component"
 
@@ -29,3 +30,31 @@ func (c *client) Start(ctx context.Context, _ component.Host) error { return c.s
 
 // Shutdown is the shared client's shutdown (sharedcomponent.Component).
 func (c *client) Shutdown(ctx context.Context) error { return c.shutdown(ctx) }
+
+// A signal's Start is the exporterhelper's: the shared client's start, then
+// the sending queue's. When the queue fails to start (its storage extension
+// is missing or refuses), the client already counts this signal as a sharer;
+// the failed start gives that share back, so that it leaves nothing
+// registered or running whether or not a Shutdown follows (which is then
+// safe and does nothing).
+
+func (x tracesExporter) Start(ctx context.Context, host component.Host) error {
+	return releaseOnFailure(ctx, x.stop.e, x.Traces.Start(ctx, host))
+}
+
+func (x metricsExporter) Start(ctx context.Context, host component.Host) error {
+	return releaseOnFailure(ctx, x.stop.e, x.Metrics.Start(ctx, host))
+}
+
+func (x logsExporter) Start(ctx context.Context, host component.Host) error {
+	return releaseOnFailure(ctx, x.stop.e, x.Logs.Start(ctx, host))
+}
+
+// releaseOnFailure releases e's share of the client when its start failed
+// after the client's own start succeeded.
+func releaseOnFailure(ctx context.Context, e *pgExporter, err error) error {
+	if err == nil || !e.isStarted() {
+		return err
+	}
+	return errors.Join(err, e.shutdown(ctx))
+}
