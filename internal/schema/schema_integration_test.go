@@ -263,7 +263,7 @@ func TestFirstSchemaIsPartitioned(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, res.From)
 	assert.Equal(t, schema.Latest(), res.To)
-	assert.Equal(t, 14, schema.Latest(), "001_schema, 002_ai_spend, 003_contexts, 004_service_indexes, 005_ai_partials, 006_ai_partials_live_size, 007_ai_groups_price_once, 008_partition_capture, 009_long_attributes, 010_ai_spend_answers, 011_ai_groups_one_join, 012_ai_partial_hours, 013_ai_hours_once and 014_ai_merge_doubled")
+	assert.Equal(t, 15, schema.Latest(), "001_schema, 002_ai_spend, 003_contexts, 004_service_indexes, 005_ai_partials, 006_ai_partials_live_size, 007_ai_groups_price_once, 008_partition_capture, 009_long_attributes, 010_ai_spend_answers, 011_ai_groups_one_join, 012_ai_partial_hours, 013_ai_hours_once, 014_ai_merge_doubled and 015_partition_moves_default_rows")
 
 	for _, table := range []string{"spans", "logs", "metrics_gauge", "metrics_sum", "metrics_histogram",
 		"metrics_exponential_histogram", "metrics_summary"} {
