@@ -28,8 +28,10 @@ const (
 // large for COPY (the bench's pgx CopyFrom strategy), while bigger batches
 // cost the collector more memory to encode them in (profiled: fresh pages for
 // 20,000-row buffers were most of the direct path's CPU). A batch short of
-// min_size waits 100ms, not 200ms: the last rows of a burst are written
-// sooner, at the same rate under a sustained load (measured). The queue is
+// min_size waits 20ms, not the Collector's 200ms: callers wait for their
+// commit (wait_for_result), so a batch of few waiting callers waits for
+// items that cannot come; under a sustained load the rate is the same
+// (metadata.yaml cites the measurement). The queue is
 // sized in bytes (protobuf, as the Collector's bytes sizer counts them), so
 // that what it holds bounds the collector's memory whatever an item weighs:
 // an item count let large spans fill gigabytes. 32 MiB hold a full 5,000-item
