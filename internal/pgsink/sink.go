@@ -107,7 +107,11 @@ type Sink struct {
 	others   map[string]*otherLayout
 
 	maintainWarned atomic.Bool
-	writing        atomic.Int32 // batch writes in flight
+	// skipped is the reason each partition maintenance could not make was
+	// last told, so that it is told once, not at every run.
+	skippedMu sync.Mutex
+	skipped   map[string]string
+	writing   atomic.Int32 // batch writes in flight
 }
 
 // New returns the sink of cfg, without I/O.
@@ -425,7 +429,8 @@ func (c *Sink) maintain(ctx context.Context) {
 
 // maintainPartitions makes and drops partitions, logging what changed. A role
 // without EXECUTE on the function (create_schema: false without the grant)
-// is told once; its rows then land in the default partitions.
+// is told once; its rows then land in the default partitions. So is a
+// partition that cannot be made, once per partition and reason.
 func (c *Sink) maintainPartitions(ctx context.Context) {
 	actions, err := schema.Maintain(ctx, c.pool, c.cfg.Schema, c.cfg.Partitioning)
 	if err != nil {
@@ -436,15 +441,33 @@ func (c *Sink) maintainPartitions(ctx context.Context) {
 		return
 	}
 	c.maintainWarned.Store(false)
+	c.skippedMu.Lock()
+	defer c.skippedMu.Unlock()
 	for _, a := range actions {
 		switch a.Action {
 		case "skipped":
-			c.logger.Debug("partition not created", zap.String("partition", a.Partition), zap.String("reason", a.Detail))
+			if told, ok := c.skipped[a.Partition]; ok && told == a.Detail {
+				continue
+			}
+			if c.skipped == nil || len(c.skipped) >= maxSkippedTold {
+				c.skipped = map[string]string{}
+			}
+			c.skipped[a.Partition] = a.Detail
+			c.logger.Warn("partition not created; rows of its range go to the default partition, maintenance tries again at every run",
+				zap.String("partition", a.Partition), zap.String("reason", a.Detail))
+		case "created":
+			delete(c.skipped, a.Partition)
+			fallthrough
 		default:
 			c.logger.Info("partition "+a.Action, zap.String("partition", a.Partition), zap.String("detail", a.Detail))
 		}
 	}
 }
+
+// maxSkippedTold bounds the partitions whose skip is remembered (a new one
+// each interval while the layout of partitions conflicts); past it they
+// are told again.
+const maxSkippedTold = 1000
 
 // errNotReady says why a batch cannot be written yet.
 func (c *Sink) errNotReady() error {
