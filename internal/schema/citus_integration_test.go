@@ -561,4 +561,64 @@ JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = $1 AND c.relname
 		require.NoError(t, pool.QueryRow(ctx, "SELECT to_regclass($1) IS NULL", schema.Qualified(name, "spans_p20200101_0000")).Scan(&gone))
 		assert.True(t, gone, "the expired partition and its shards are dropped")
 	})
+
+	t.Run("far_future_rows_move_into_their_partition", func(t *testing.T) {
+		// As on one PostgreSQL (TestFarFutureRowsMoveIntoTheirPartition):
+		// the workers refuse a partition whose range has rows in their
+		// default shards too.
+		name := citusSchema(t, pool)
+		require.NoError(t, withConn(t, pool, func(c *pgx.Conn) error {
+			if _, err := schema.Migrate(ctx, c, name); err != nil {
+				return err
+			}
+			if err := schema.SetIndexes(ctx, c, name, true); err != nil {
+				return err
+			}
+			return schema.Distribute(ctx, c, name)
+		}))
+		_, err := schema.Maintain(ctx, pool, name, daily)
+		require.NoError(t, err)
+		today := time.Now().UTC().Truncate(24 * time.Hour)
+		day6, day7 := today.Add(6*24*time.Hour), today.Add(7*24*time.Hour)
+		at := map[string]time.Time{"a": day6, "b": day6.Add(12 * time.Hour), "c": day7.Add(-time.Microsecond), "next": day7,
+			"zero": time.Unix(0, 0), "2200": time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)}
+		i := 0
+		for n, ts := range at {
+			i++
+			_, err := pool.Exec(ctx, q(name, `INSERT INTO S.spans_rows (start_time, start_time_frac_ns, end_time, duration_ns, trace_id, flags,
+  span_name, span_kind, status_code, span_attributes, dropped_attributes_count, dropped_events_count, dropped_links_count,
+  resource_attributes, scope_attributes, resource_dropped_attributes_count, scope_dropped_attributes_count)
+VALUES ($1, 0, $1, 0, $3::uuid, 0, $2, 'Internal', 'Unset', '{}', 0, 0, 0, '{}', '{}', 0, 0)`), ts, n, fmt.Sprintf("0c000000-0000-0000-0000-%012d", i))
+			require.NoError(t, err)
+		}
+		reach := daily
+		reach.Premake = 6
+		actions, err := schema.Maintain(ctx, pool, name, reach)
+		require.NoError(t, err)
+		part := "spans_p" + day6.Format("20060102") + "_0000"
+		assert.Contains(t, actions, schema.Action{Action: "created", Partition: part, Detail: "3 rows moved from spans_default"})
+		spans := func(rel string) map[string]int {
+			rows, err := pool.Query(ctx, q(name, `SELECT span_name FROM S.`+rel))
+			require.NoError(t, err)
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			out := map[string]int{}
+			for _, n := range got {
+				out[n]++
+			}
+			return out
+		}
+		assert.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1}, spans(part))
+		assert.Equal(t, map[string]int{"next": 1, "zero": 1, "2200": 1}, spans("spans_default"))
+		var distributed bool
+		require.NoError(t, pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1::regclass)",
+			schema.Qualified(name, part)).Scan(&distributed))
+		assert.True(t, distributed, "%s is distributed with its parent", part)
+
+		reach.Retention = 48 * time.Hour
+		actions, err = schema.Maintain(ctx, pool, name, reach)
+		require.NoError(t, err)
+		assert.Contains(t, actions, schema.Action{Action: "expired", Partition: "spans_default", Detail: "2 rows"}, "the zero time and the year 2200")
+		assert.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1, "next": 1}, spans("spans_rows"))
+	})
 }

@@ -87,9 +87,6 @@ BEGIN
                     INTO found_rows USING lo, hi;
                 IF citus THEN
                     IF found_rows THEN
-                        -- Citus runs DDL after a multi-shard DELETE in the
-                        -- same transaction only in sequential mode.
-                        PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
                         DROP TABLE IF EXISTS pg_temp.postgrescopy_moving;
                         EXECUTE format('CREATE TEMPORARY TABLE postgrescopy_moving ON COMMIT DROP AS SELECT %s FROM %I.%I WITH NO DATA',
                                        cols, s, parent);
