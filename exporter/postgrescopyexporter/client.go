@@ -77,6 +77,7 @@ func (cfg *Config) sinkConfig(ctx context.Context, layout *tables.Layout) (pgsin
 		Schema: cfg.Schema, CreateSchema: cfg.CreateSchema, Indexes: cfg.Indexes, WorkMem: cfg.WorkMem, Layout: layout,
 		LedgerRetention: cfg.LedgerRetention, Partitioning: cfg.Partitioning.layout(), MaintenanceInterval: cfg.Partitioning.MaintenanceInterval,
 		CostLateWindow: cfg.CostAttribution.LateWindow, PriceFile: cfg.Pricing.File, PriceReload: cfg.Pricing.ReloadInterval,
+		SynchronousCommit: cfg.SynchronousCommit,
 	}
 	if cfg.CreateSchema {
 		if sc.CostDimensions, err = cfg.CostAttribution.dimensions(); err != nil {
@@ -230,4 +231,8 @@ func (r sinkRecorder) Bytes(ctx context.Context, table string, n int) {
 
 func (r sinkRecorder) Rejected(ctx context.Context, table string, n int) {
 	r.tel.PostgrescopyRejectedRows.Add(ctx, int64(n), metric.WithAttributes(attribute.String("table", table)))
+}
+
+func (r sinkRecorder) Lost(ctx context.Context, table string, n int) {
+	r.tel.PostgrescopyFailoverLostRows.Add(ctx, int64(n), metric.WithAttributes(attribute.String("table", table)))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +74,14 @@ type Config struct {
 	// transaction uses is what its flush holds (at most max_bytes), not this
 	// figure. Default 64MB; "" keeps the server's (or the role's) setting.
 	WorkMem string `mapstructure:"work_mem"`
+	// synchronous_commit is the PostgreSQL synchronous_commit of the
+	// exporter's write transactions (SET LOCAL): with synchronous standbys
+	// (synchronous_standby_names on the server), on or remote_apply makes a
+	// commit, and so an acknowledgement, wait until a standby has flushed
+	// it, and a failover to that standby loses nothing acknowledged; one of
+	// remote_apply, on, remote_write, local, off. Default "": the server's
+	// (or the role's) setting (see docs/delivery.md).
+	SynchronousCommit string `mapstructure:"synchronous_commit"`
 	// distribution is "" (one PostgreSQL) or "citus": at start, after the
 	// migrations, the tables are distributed on the Citus coordinator named by
 	// endpoint (spans by trace_id; logs, colocated with them, and metrics by
@@ -207,6 +216,9 @@ func (cfg *Config) Validate() error {
 	}
 	if !pgwrite.ValidWorkMem(cfg.WorkMem) {
 		errs = errors.Join(errs, fmt.Errorf(`"work_mem" %q is not a PostgreSQL memory size: a number and one of B, kB, MB, GB, TB (such as 64MB), or "" for the server's`, cfg.WorkMem))
+	}
+	if v := cfg.SynchronousCommit; v != "" && !slices.Contains(pgwrite.SynchronousCommits, v) {
+		errs = errors.Join(errs, fmt.Errorf(`"synchronous_commit" %q is not one of %s, or "" for the server's`, v, strings.Join(pgwrite.SynchronousCommits, ", ")))
 	}
 	if q := cfg.QueueConfig; q.HasValue() && q.Get().Sizer == exporterhelper.RequestSizerTypeBytes && q.Get().QueueSize > 0 && q.Get().QueueSize < minQueueBytes {
 		errs = errors.Join(errs, fmt.Errorf(`"sending_queue::queue_size" is %d bytes (sizer: bytes, the default): a bytes-sized queue needs at least %d (1 MiB); for a queue counted in items set "sending_queue::sizer: items"`, q.Get().QueueSize, minQueueBytes))

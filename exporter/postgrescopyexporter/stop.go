@@ -138,7 +138,7 @@ func (o *outage) succeeded() (ended bool, lasted time.Duration, attempts int) {
 func (c *client) noteWrite(err error) {
 	if err == nil {
 		if ended, lasted, attempts := c.outage.succeeded(); ended {
-			c.logger.Info("PostgreSQL writes succeed again", zap.String("target", c.sink.Target()),
+			c.logger.Info("PostgreSQL writes succeed again", zap.String("target", c.sink.Reached()),
 				zap.Duration("outage", lasted.Round(time.Millisecond)), zap.Int("failed_attempts", attempts))
 		}
 		return
@@ -148,7 +148,7 @@ func (c *client) noteWrite(err error) {
 	}
 	if c.outage.failed() {
 		c.logger.Warn("PostgreSQL writes are failing; retrying until they succeed, batches are held meanwhile",
-			zap.String("target", c.sink.Target()), zap.Error(err))
+			zap.String("target", c.sink.Reached()), zap.Error(err))
 	}
 }
 

@@ -43,6 +43,9 @@ type Config struct {
 	CreateSchema bool
 	Indexes      bool
 	WorkMem      string
+	// SynchronousCommit, when set, is every write's synchronous_commit
+	// (pgwrite.Writer.SetSynchronousCommit).
+	SynchronousCommit string
 	// Layout is this replica's column layout.
 	Layout *tables.Layout
 
@@ -78,6 +81,9 @@ type Recorder interface {
 	// Rejected counts the rows of table PostgreSQL refused, kept in the
 	// rejects table.
 	Rejected(ctx context.Context, table string, n int)
+	// Lost counts the rows of table committed and acknowledged that the
+	// server reached after a failover lacks (failover.go).
+	Lost(ctx context.Context, table string, n int)
 }
 
 // Sink is the PostgreSQL runtime of one configuration: the pool, the schema
@@ -105,6 +111,13 @@ type Sink struct {
 	// release), by layout descriptor.
 	othersMu sync.Mutex
 	others   map[string]*otherLayout
+
+	// The server the last new connection reached, the recent commits and
+	// the checks of them on another server (failover.go).
+	srvMu    sync.Mutex
+	server   pgwrite.Server
+	recent   commitRing
+	checkNow chan struct{}
 
 	maintainWarned atomic.Bool
 	// skipped is the reason each partition maintenance could not make was
@@ -135,8 +148,18 @@ func New(cfg Config, logger *zap.Logger, rec Recorder) *Sink {
 			cc.RuntimeParams[schema.CitusModifyMode] = "sequential"
 		}
 	}
-	return &Sink{cfg: cfg, logger: logger, rec: rec, layout: cfg.Layout,
+	c := &Sink{cfg: cfg, logger: logger, rec: rec, layout: cfg.Layout, checkNow: make(chan struct{}, 1),
 		target: fmt.Sprintf("%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)}
+	after := pc.AfterConnect
+	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, conn); err != nil {
+				return err
+			}
+		}
+		return c.connected(ctx, conn)
+	}
+	return c
 }
 
 // Target names the server in logs: user@host:port/db, never the password.
@@ -153,7 +176,7 @@ func (c *Sink) Start(ctx context.Context) error {
 	}
 	c.pool = pool
 	c.writer = pgwrite.NewLayoutWriter(pool, c.cfg.Schema, c.layout)
-	if err := c.writer.SetWorkMem(c.cfg.WorkMem); err != nil {
+	if err := c.setWriter(c.writer); err != nil {
 		pool.Close()
 		return err // Validate refuses it first
 	}
@@ -181,8 +204,9 @@ func (c *Sink) Start(ctx context.Context) error {
 		c.wg.Add(1)
 		go c.waitReady(bg)
 	}
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.maintain(bg)
+	go c.checkLoop(bg)
 	c.watchPrices(bg)
 	return nil
 }
@@ -214,6 +238,18 @@ func (c *Sink) Explain(err error) error {
 
 func (c *Sink) setWaiting(err error) { c.waitErr.Store(&err) }
 
+// setWriter applies the configuration to a writer of the sink.
+func (c *Sink) setWriter(w *pgwrite.Writer) error {
+	if err := w.SetWorkMem(c.cfg.WorkMem); err != nil {
+		return err
+	}
+	if err := w.SetSynchronousCommit(c.cfg.SynchronousCommit); err != nil {
+		return err
+	}
+	w.OnCommit(c.commit)
+	return nil
+}
+
 // waitReady retries prepare with backoff until it succeeds or shutdown, and
 // logs only when the reason changes.
 func (c *Sink) waitReady(ctx context.Context) {
@@ -225,7 +261,7 @@ func (c *Sink) waitReady(ctx context.Context) {
 		err := c.prepare(attemptCtx)
 		cancel()
 		if err == nil {
-			c.logger.Info("PostgreSQL is reachable; writing", zap.String("target", c.target))
+			c.logger.Info("PostgreSQL is reachable; writing", zap.String("target", c.Reached()))
 			return
 		}
 		if ctx.Err() != nil {
@@ -265,7 +301,9 @@ func (c *Sink) prepare(ctx context.Context) error {
 	if err := c.prepareAISpend(ctx); err != nil {
 		return err
 	}
-	c.ready.Store(true)
+	if !c.ready.Swap(true) {
+		c.logReplication(ctx)
+	}
 	// Partitions ahead of now exist before the first batch; a failure here is
 	// not fatal (the default partitions take every row) and is logged.
 	c.maintainPartitions(ctx)
@@ -589,7 +627,7 @@ func (c *Sink) otherLayout(desc []byte) (*tables.Layout, error) {
 	}
 	ow := pgwrite.NewLayoutWriter(c.pool, c.cfg.Schema, l)
 	ow.ShareContexts(c.writer)
-	if err := ow.SetWorkMem(c.cfg.WorkMem); err != nil {
+	if err := c.setWriter(ow); err != nil {
 		return nil, err
 	}
 	c.others[string(desc)] = &otherLayout{layout: l, writer: ow}

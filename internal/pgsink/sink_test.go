@@ -22,6 +22,7 @@ func (nopRecorder) Wrote(context.Context, string, time.Duration) {}
 func (nopRecorder) Rows(context.Context, string, string, int)    {}
 func (nopRecorder) Bytes(context.Context, string, int)           {}
 func (nopRecorder) Rejected(context.Context, string, int)        {}
+func (nopRecorder) Lost(context.Context, string, int)            {}
 
 func parse(t *testing.T, dsn string) *pgxpool.Config {
 	t.Helper()

@@ -112,7 +112,21 @@ func (f *flushTx) run(ctx context.Context, l *Ledger) error {
 		// Best effort: when it fails the pool closes the connection.
 		_, _ = pc.Exec(ctx, "ROLLBACK").ReadAll()
 	}
+	if err == nil {
+		w.committed(pc, l, f.rows)
+	}
 	return err
+}
+
+// rows is the rows f copied into table i.
+func (f *flushTx) rows(i int) int {
+	n := 0
+	for _, c := range f.copies {
+		if c.table == i {
+			n += c.rows
+		}
+	}
+	return n
 }
 
 func (f *flushTx) send(ctx context.Context, conn *pgx.Conn, pc *pgconn.PgConn, l *Ledger) error {
@@ -131,8 +145,8 @@ func (f *flushTx) send(ctx context.Context, conn *pgx.Conn, pc *pgconn.PgConn, l
 		stages = append(stages, stage{what, wrap})
 	}
 	queue("begin", nil, "BEGIN", nil, nil, nil)
-	if w.workMem != "" {
-		queue("set work_mem", nil, "SET LOCAL work_mem = '"+w.workMem+"'", nil, nil, nil)
+	for _, set := range w.setLocals() {
+		queue(strings.TrimPrefix(set, "SET LOCAL "), nil, set, nil, nil, nil)
 	}
 	if l != nil {
 		params, oids, formats, err := ledgerParams(conn.TypeMap(), l)

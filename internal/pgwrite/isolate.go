@@ -152,8 +152,10 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 	var out []TableResult
 	var stats IsolationStats
 	var ids [][16]byte
+	var pc *pgconn.PgConn
 	err := pgx.BeginTxFunc(ctx, w.pool, w.tx, func(tx pgx.Tx) error {
 		out = out[:0]
+		pc = tx.Conn().PgConn()
 		b.ClearRejects()
 		s := isolator{w: w, b: b, pc: tx.Conn().PgConn(), first: first, citus: CitusForwarded(first),
 			deadline: isolationDeadline(ctx)}
@@ -215,6 +217,7 @@ func (w *Writer) isolate(ctx context.Context, b *rows.Batch, l *Ledger, first er
 		return nil, err
 	}
 	w.known.add(ids)
+	w.committed(pc, l, b.Rows)
 	if w.onIsolate != nil {
 		w.onIsolate(stats)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,8 @@ type Writer struct {
 	prepared        bool                 // the ledger insert and the claims are prepared statements (prepared.go)
 	ledgerStmt      string               // their names, from their text, when prepared
 	claimStmt       string
+	syncCommit      string       // SET LOCAL synchronous_commit in every write's transaction; "" keeps the server's
+	onCommit        func(Commit) // told of each ledgered commit (server.go)
 }
 
 // DefaultWorkMem is the work_mem the exporter gives its writes unless
@@ -75,12 +78,47 @@ func (w *Writer) SetWorkMem(v string) error {
 	if !ValidWorkMem(v) {
 		return fmt.Errorf("work_mem %q is not a PostgreSQL memory size such as 64MB", v)
 	}
-	w.tx = pgx.TxOptions{}
 	w.workMem = v
-	if v != "" {
-		w.tx.BeginQuery = "BEGIN; SET LOCAL work_mem = '" + v + "'"
-	}
+	w.setBegin()
 	return nil
+}
+
+// SynchronousCommits are the values of synchronous_commit, from the most
+// durable: on and remote_apply wait for the synchronous standbys to flush
+// (remote_apply: and replay) a commit, remote_write for them to receive it.
+var SynchronousCommits = []string{"remote_apply", "on", "remote_write", "local", "off"}
+
+// SetSynchronousCommit makes every write's transaction run with
+// synchronous_commit v (SET LOCAL, as SetWorkMem); "" keeps the server's.
+// Call it before the first write.
+func (w *Writer) SetSynchronousCommit(v string) error {
+	if v != "" && !slices.Contains(SynchronousCommits, v) {
+		return fmt.Errorf("synchronous_commit %q is not one of %s", v, strings.Join(SynchronousCommits, ", "))
+	}
+	w.syncCommit = v
+	w.setBegin()
+	return nil
+}
+
+// setLocals are the SET LOCAL statements a write's transaction begins with.
+func (w *Writer) setLocals() []string {
+	var out []string
+	if w.workMem != "" {
+		out = append(out, "SET LOCAL work_mem = '"+w.workMem+"'")
+	}
+	if w.syncCommit != "" {
+		out = append(out, "SET LOCAL synchronous_commit = '"+w.syncCommit+"'")
+	}
+	return out
+}
+
+// setBegin sets how an isolating write's transaction begins: its SET LOCALs
+// sent with the BEGIN.
+func (w *Writer) setBegin() {
+	w.tx = pgx.TxOptions{}
+	if sets := w.setLocals(); len(sets) > 0 {
+		w.tx.BeginQuery = "BEGIN; " + strings.Join(sets, "; ")
+	}
 }
 
 // NewWriter prepares the COPY statements of the built-in tables

@@ -32,6 +32,7 @@ type TelemetryBuilder struct {
 	PostgrescopyLedgerHits         metric.Int64Counter
 	PostgrescopyUndecodableEntries metric.Int64Counter
 	PostgrescopyRejectedRows       metric.Int64Counter
+	PostgrescopyFailoverLostRows   metric.Int64Counter
 	PostgrescopyRedisDataLoss      metric.Int64Counter
 	PostgrescopyRedisLostEntries   metric.Int64Counter
 }
@@ -64,6 +65,8 @@ func NewTelemetryBuilder(settings component.TelemetrySettings) (*TelemetryBuilde
 		"Stream entries that could not be read (malformed rows, a failed checksum, invalid OTLP), stored in the quarantine table and acknowledged, by signal.", "{entry}")
 	tb.PostgrescopyRejectedRows = counter("otelcol_postgrescopy_rejected_rows",
 		"Rows PostgreSQL refused, stored in the rejects table instead of their own, by table.", "{row}")
+	tb.PostgrescopyFailoverLostRows = counter("otelcol_postgrescopy_failover_lost_rows",
+		"Rows committed and acknowledged that PostgreSQL lacks after a failover: the server reached with another system identifier, timeline or start has no ledger row of their commit (a standby promoted before it received them), by table.", "{row}")
 	tb.PostgrescopyRedisDataLoss = counter("otelcol_postgrescopy_redis_data_loss",
 		"Times Redis was found to have lost a signal's stream (its epoch marker vanished or changed, a restart without persistence, deleted keys), entries that left a stream unwritten (its entry count above its length, as when the stream is deleted or evicted or entries are trimmed) or, after a failover, entries this collector had added and not yet written, by signal.", "{event}")
 	tb.PostgrescopyRedisLostEntries = counter("otelcol_postgrescopy_redis_lost_entries",
