@@ -139,6 +139,7 @@ func TestMetadataTelemetryIsEmitted(t *testing.T) {
 	tb.PostgrescopyLedgerHits.Add(ctx, 1)
 	tb.PostgrescopyUndecodableEntries.Add(ctx, 1)
 	tb.PostgrescopyRejectedRows.Add(ctx, 1)
+	tb.PostgrescopyFailoverLostRows.Add(ctx, 1)
 	tb.PostgrescopyRedisDataLoss.Add(ctx, 1)
 	tb.PostgrescopyRedisLostEntries.Add(ctx, 1)
 	_, err = tb.RegisterStreamGauges(func(yield func(string, int64, int64, int64)) { yield("traces", 1, 1, 1) })
